@@ -1,0 +1,294 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/tms-dev/tms/migrations"
+	"github.com/tms-dev/tms/store"
+)
+
+// harness gives the migration tests raw access to one backend, beside the
+// store: they check what the store wrote and plant states it never writes.
+type harness struct {
+	name   string
+	newURL func(t testing.TB) string
+	// exec runs statements outside the store.
+	exec func(t testing.TB, dbURL, sql string)
+	// ints runs a query returning one integer column.
+	ints func(t testing.TB, dbURL, sql string) []int64
+	// tableExists reports whether a table exists.
+	tableExists func(t testing.TB, dbURL, table string) bool
+	// futureVersionTable creates a version table claiming version 99.
+	futureVersionTable string
+}
+
+func harnesses() []harness {
+	return []harness{
+		{
+			name:   "postgres",
+			newURL: pgSchemaURL,
+			exec:   pgExec,
+			ints: func(t testing.TB, dbURL, q string) []int64 {
+				t.Helper()
+				ctx := context.Background()
+				conn, err := pgx.Connect(ctx, dbURL)
+				require.NoError(t, err)
+				defer conn.Close(ctx)
+				rows, err := conn.Query(ctx, q)
+				require.NoError(t, err)
+				out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+				require.NoError(t, err)
+				return out
+			},
+			tableExists: func(t testing.TB, dbURL, table string) bool {
+				t.Helper()
+				ctx := context.Background()
+				conn, err := pgx.Connect(ctx, dbURL)
+				require.NoError(t, err)
+				defer conn.Close(ctx)
+				var ok bool
+				require.NoError(t, conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&ok))
+				return ok
+			},
+			futureVersionTable: `CREATE TABLE tms_schema_migration (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
+				INSERT INTO tms_schema_migration (version, name) VALUES (1, 'ledger'), (99, 'future')`,
+		},
+		{
+			name:   "sqlite",
+			newURL: sqliteURL,
+			exec: func(t testing.TB, dbURL, q string) {
+				t.Helper()
+				db := rawSQLite(t, dbURL)
+				_, err := db.Exec(q)
+				require.NoError(t, err)
+			},
+			ints: func(t testing.TB, dbURL, q string) []int64 {
+				t.Helper()
+				db := rawSQLite(t, dbURL)
+				rows, err := db.Query(q)
+				require.NoError(t, err)
+				defer rows.Close()
+				var out []int64
+				for rows.Next() {
+					var v int64
+					require.NoError(t, rows.Scan(&v))
+					out = append(out, v)
+				}
+				require.NoError(t, rows.Err())
+				return out
+			},
+			tableExists: func(t testing.TB, dbURL, table string) bool {
+				t.Helper()
+				var n int
+				require.NoError(t, rawSQLite(t, dbURL).QueryRow(
+					`SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, table).Scan(&n))
+				return n == 1
+			},
+			futureVersionTable: `CREATE TABLE tms_schema_migration (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT '');
+				INSERT INTO tms_schema_migration (version, name) VALUES (1, 'ledger'), (99, 'future')`,
+		},
+	}
+}
+
+// rawSQLite opens the file behind a sqlite:// URL without the store.
+func rawSQLite(t testing.TB, dbURL string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", strings.TrimPrefix(dbURL, "sqlite://")+"?_pragma=busy_timeout(10000)")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func allVersions() []int {
+	var vs []int
+	for v := 1; v <= migrations.Latest(); v++ {
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	for _, h := range harnesses() {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			testMigrate(t, h)
+		})
+	}
+}
+
+func testMigrate(t *testing.T, h harness) {
+	latest := migrations.Latest()
+	versionsOf := func(t testing.TB, dbURL string) []int64 {
+		return h.ints(t, dbURL, `SELECT version FROM tms_schema_migration ORDER BY version`)
+	}
+	wantVersions := func() []int64 {
+		var out []int64
+		for _, v := range allVersions() {
+			out = append(out, int64(v))
+		}
+		return out
+	}()
+
+	t.Run("FreshDatabaseGetsEverythingOnce", func(t *testing.T) {
+		t.Parallel()
+		ctx, dbURL := t.Context(), h.newURL(t)
+		current, got, err := store.MigrationStatus(ctx, dbURL)
+		require.NoError(t, err)
+		require.Equal(t, [2]int{0, latest}, [2]int{current, got})
+
+		applied, err := store.Migrate(ctx, dbURL, zaptest.NewLogger(t))
+		require.NoError(t, err)
+		require.Equal(t, allVersions(), applied)
+		require.Equal(t, wantVersions, versionsOf(t, dbURL))
+		for _, table := range []string{"maintained_table", "table_maintenance_job", "table_snapshot_metrics"} {
+			require.True(t, h.tableExists(t, dbURL, table), table)
+		}
+		current, _, err = store.MigrationStatus(ctx, dbURL)
+		require.NoError(t, err)
+		require.Equal(t, latest, current)
+
+		applied, err = store.Migrate(ctx, dbURL, nil)
+		require.NoError(t, err)
+		require.Empty(t, applied, "a rerun applies nothing")
+		require.Equal(t, wantVersions, versionsOf(t, dbURL))
+
+		s, err := store.Open(ctx, dbURL, nil)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+	})
+
+	t.Run("ConcurrentMigratorsApplyEachMigrationOnce", func(t *testing.T) {
+		t.Parallel()
+		ctx, dbURL := t.Context(), h.newURL(t)
+		const nodes = 4
+		var (
+			wg      sync.WaitGroup
+			applied [nodes][]int
+			errs    [nodes]error
+		)
+		start := make(chan struct{})
+		for i := range nodes {
+			wg.Go(func() {
+				<-start
+				applied[i], errs[i] = store.Migrate(ctx, dbURL, nil)
+			})
+		}
+		close(start)
+		wg.Wait()
+		var all []int
+		for i := range nodes {
+			require.NoError(t, errs[i], "node %d", i)
+			all = append(all, applied[i]...)
+		}
+		slices.Sort(all)
+		require.Equal(t, allVersions(), all, "every migration applied by exactly one node")
+		require.Equal(t, wantVersions, versionsOf(t, dbURL))
+	})
+
+	t.Run("DatabaseAheadIsRefusedAndUntouched", func(t *testing.T) {
+		t.Parallel()
+		ctx, dbURL := t.Context(), h.newURL(t)
+		h.exec(t, dbURL, h.futureVersionTable)
+
+		applied, err := store.Migrate(ctx, dbURL, nil)
+		require.ErrorIs(t, err, store.ErrSchemaAhead)
+		require.ErrorContains(t, err, "database schema version 99 is newer than this binary")
+		require.Empty(t, applied)
+		require.False(t, h.tableExists(t, dbURL, "maintained_table"), "nothing may be applied")
+		require.Equal(t, []int64{1, 99}, versionsOf(t, dbURL))
+
+		_, err = store.Open(ctx, dbURL, nil)
+		require.ErrorIs(t, err, store.ErrSchemaAhead)
+		require.ErrorContains(t, err, "upgrade tms")
+
+		current, got, err := store.MigrationStatus(ctx, dbURL)
+		require.NoError(t, err)
+		require.Equal(t, [2]int{99, latest}, [2]int{current, got})
+	})
+
+	t.Run("OpenRefusesUnmigratedDatabase", func(t *testing.T) {
+		t.Parallel()
+		ctx, dbURL := t.Context(), h.newURL(t)
+		if h.name == "sqlite" {
+			h.exec(t, dbURL, `CREATE TABLE unrelated (x INTEGER)`) // the file exists but has no schema
+		}
+		_, err := store.Open(ctx, dbURL, nil)
+		require.ErrorIs(t, err, store.ErrSchemaBehind)
+		require.ErrorContains(t, err, "database at version 0, binary expects 1")
+		require.ErrorContains(t, err, "run `tms-coordinator migrate --db ")
+
+		s, err := store.OpenWith(ctx, dbURL, nil, store.OpenOptions{SkipSchemaCheck: true})
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+	})
+}
+
+func TestOpenMissingSQLiteFileIsNotCreated(t *testing.T) {
+	t.Parallel()
+	ctx, dbURL := t.Context(), sqliteURL(t)
+	path := strings.TrimPrefix(dbURL, "sqlite://")
+
+	_, err := store.Open(ctx, dbURL, nil)
+	require.ErrorIs(t, err, store.ErrSchemaBehind)
+	require.ErrorContains(t, err, "does not exist")
+	current, latest, err := store.MigrationStatus(ctx, dbURL)
+	require.NoError(t, err)
+	require.Equal(t, [2]int{0, migrations.Latest()}, [2]int{current, latest})
+	_, err = os.Stat(path)
+	require.ErrorIs(t, err, os.ErrNotExist, "neither Open nor MigrationStatus creates the file")
+
+	_, err = store.Migrate(ctx, dbURL, nil)
+	require.NoError(t, err)
+	_, err = os.Stat(path)
+	require.NoError(t, err, "Migrate creates it")
+}
+
+func TestOpenRejectsBadURLs(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	for _, tc := range []struct{ url, want string }{
+		{"mysql://root@localhost/tms", `unsupported database URL scheme "mysql"`},
+		{"./tms.db", "has no scheme"},
+		{"sqlite://", "needs a file path"},
+		{"sqlite://:memory:", "not a plain file path"},
+		{"sqlite://./tms.db?mode=ro", "must not contain"},
+	} {
+		_, err := store.Open(ctx, tc.url, nil)
+		require.ErrorIs(t, err, store.ErrInvalidArgument, tc.url)
+		require.ErrorContains(t, err, tc.want, tc.url)
+
+		_, err = store.Migrate(ctx, tc.url, nil)
+		require.ErrorIs(t, err, store.ErrInvalidArgument, tc.url)
+		_, _, err = store.MigrationStatus(ctx, tc.url)
+		require.ErrorIs(t, err, store.ErrInvalidArgument, tc.url)
+	}
+}
+
+func TestOpenUnreachablePostgres(t *testing.T) {
+	t.Parallel()
+	// The deadline only keeps a broken test from hanging; the store's own
+	// connect timeout is what makes it fail.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	dbURL := "postgres://postgres:secret@127.0.0.1:1/test?sslmode=disable"
+
+	_, err := store.Open(ctx, dbURL, nil)
+	require.Error(t, err)
+	require.ErrorContains(t, err, "cannot connect to PostgreSQL at 127.0.0.1:1")
+	require.NotContains(t, err.Error(), "secret")
+
+	_, err = store.Migrate(ctx, dbURL, nil)
+	require.ErrorContains(t, err, "cannot connect to PostgreSQL at 127.0.0.1:1")
+}

@@ -1,0 +1,396 @@
+// Package store owns every SQL statement TMS runs: the maintenance ledger
+// (maintained tables, job rows, per-snapshot metrics) and the schema
+// migrations that create it. It has two backends behind one interface, Store:
+// PostgreSQL through pgx/v5 (production, several coordinator nodes) and an
+// embedded SQLite file through modernc.org/sqlite (pure Go, one node). Both
+// pass the same conformance suite, package storetest.
+//
+// Rules the rest of TMS relies on:
+//
+//   - No other package runs SQL or imports a database driver; package
+//     migrations only holds the migration text.
+//   - Driver errors are mapped here to the sentinel errors below (ErrNotFound,
+//     ErrStaleFence, ErrInFlight, ErrInvalidArgument, ErrSchemaBehind,
+//     ErrSchemaAhead); callers test them with errors.Is and never look at
+//     driver error types.
+//   - Fenced writes check the fence inside the write itself (the UPDATE's
+//     WHERE clause, in one transaction with the lookup that classifies a
+//     failure), never by reading first and writing after.
+//   - At most one in-flight job row per (table, policy) is enforced by a
+//     partial unique index, not by a check-then-insert.
+//   - Open never migrates; Migrate does, and is safe when several nodes run
+//     it at once.
+//
+// The package does not log on its own: it logs only through the *zap.Logger
+// it is given, and only for schema changes.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tms-dev/tms/migrations"
+)
+
+// Sentinel errors. Every error a Store returns for one of these conditions
+// wraps the sentinel, so callers use errors.Is.
+var (
+	// ErrNotFound means the row asked for (table, job) does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrStaleFence means a fenced write was rejected: the fence it carried is
+	// no longer the row's fence, or the row is already finished. Nothing was
+	// changed. The writer has been fenced out and must stop acting for the job.
+	ErrStaleFence = errors.New("stale fence")
+	// ErrInFlight means a job row for the same (table, policy) is still in
+	// flight (finished_at IS NULL), so no second one may be created.
+	ErrInFlight = errors.New("job in flight")
+	// ErrInvalidArgument means the caller passed a value the store refuses
+	// (an empty name, a non-object metrics value, an unknown URL scheme …).
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrSchemaBehind means the database's schema is older than this binary;
+	// run `tms-coordinator migrate`.
+	ErrSchemaBehind = errors.New("database schema is behind")
+	// ErrSchemaAhead means the database's schema is newer than this binary
+	// knows; the binary must be upgraded, and it must not write to it.
+	ErrSchemaAhead = errors.New("database schema is ahead")
+)
+
+// Backend names returned by Store.Backend.
+const (
+	BackendPostgres = migrations.Postgres
+	BackendSQLite   = migrations.SQLite
+)
+
+// NoPolicy is the policy id of job rows and metrics that belong to no policy:
+// manual and replay runs.
+const NoPolicy int64 = 0
+
+// Trigger says why a job row was created.
+type Trigger string
+
+// The triggers a job row may have (enforced by a CHECK in the schema).
+const (
+	TriggerCron   Trigger = "cron"
+	TriggerCommit Trigger = "commit"
+	TriggerManual Trigger = "manual"
+)
+
+// JobStatus is the state of a job row. A row is created pending, becomes
+// running when the runner starts, and ends in exactly one terminal status.
+// New statuses only need a constant here: the schema does not constrain the
+// column, so adding one needs no table rebuild on SQLite.
+type JobStatus string
+
+// The job statuses.
+const (
+	// StatusPending is the status of a created row whose runner has not started.
+	StatusPending JobStatus = "pending"
+	// StatusRunning is set by StartJob.
+	StatusRunning JobStatus = "running"
+	// StatusSucceeded means the chain ran to the end.
+	StatusSucceeded JobStatus = "succeeded"
+	// StatusFailed means the runner reported an error.
+	StatusFailed JobStatus = "failed"
+	// StatusSkipped means the runner decided there was nothing to do (for
+	// example the table drifted or is below every threshold).
+	StatusSkipped JobStatus = "skipped"
+	// StatusCancelled means an operator or the coordinator cancelled the job.
+	StatusCancelled JobStatus = "cancelled"
+	// StatusLost means the reconciler closed the row because its job is gone
+	// or was not heard of past a deadline; no result is known.
+	StatusLost JobStatus = "lost"
+)
+
+// Terminal reports whether s is a status FinishJob accepts: succeeded,
+// failed, skipped, cancelled or lost.
+func (s JobStatus) Terminal() bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusSkipped, StatusCancelled, StatusLost:
+		return true
+	}
+	return false
+}
+
+// TableRef identifies one incarnation of an Iceberg table.
+type TableRef struct {
+	// Catalog is the catalog name as configured in TMS.
+	Catalog string
+	// Namespace is the table's namespace, levels joined with ".".
+	Namespace string
+	// Name is the table name inside the namespace.
+	Name string
+	// UUID is the Iceberg table-uuid. A dropped and recreated table has a new
+	// one, and therefore a new Table row.
+	UUID string
+}
+
+// Table is a row of maintained_table.
+type Table struct {
+	TableRef
+	// ID is the row id, referenced by job rows and metrics.
+	ID int64
+	// CreatedAt is when TMS first registered this incarnation, in UTC.
+	CreatedAt time.Time
+}
+
+// NewJob is what CreateJob needs to open a job row.
+type NewJob struct {
+	// TableID is the maintained_table row the job works on.
+	TableID int64
+	// PolicyID is the policy that asked for the job; NoPolicy (0) for manual
+	// and replay runs. Must not be negative.
+	PolicyID int64
+	// Types is the maintenance chain in order, e.g. compaction,
+	// manifest-rewrite. At least one; no element may be empty or contain a
+	// comma or white space (the column stores them comma-joined).
+	Types []string
+	// Trigger says why the job exists.
+	Trigger Trigger
+	// JobID is the external job id, if already known. Usually empty here and
+	// set later with SetJobID once the job was submitted.
+	JobID string
+	// Spec is the job spec JSON the runner reads. Optional; if set it must
+	// be valid JSON.
+	Spec json.RawMessage
+}
+
+// Job is a row of table_maintenance_job.
+type Job struct {
+	ID       int64
+	JobID    string // external job id; empty until known
+	TableID  int64
+	PolicyID int64 // NoPolicy (0) for manual and replay runs
+	Types    []string
+	Trigger  Trigger
+	Status   JobStatus
+	// Fence is the row's current fencing token. It starts at 1; BumpFence
+	// increments it. Every fenced write must carry the current value.
+	Fence            int64
+	BeforeSnapshotID *int64 // nil until SetBeforeSnapshot
+	AfterSnapshotID  *int64 // nil unless FinishJob recorded one
+	Error            string // empty unless FinishJob recorded one
+	// Spec is the job spec JSON, nil if none. It is semantically equal to
+	// what was stored, not necessarily byte-equal (PostgreSQL normalises jsonb).
+	Spec      json.RawMessage
+	CreatedAt time.Time // UTC
+	StartedAt time.Time // UTC; zero until StartJob
+	// FinishedAt is the time the row was closed, in UTC. Zero means the job
+	// is in flight.
+	FinishedAt time.Time
+}
+
+// InFlight reports whether the job row is still open (finished_at IS NULL).
+func (j Job) InFlight() bool { return j.FinishedAt.IsZero() }
+
+// Finish is the outcome FinishJob records.
+type Finish struct {
+	// Status must be terminal (see JobStatus.Terminal).
+	Status JobStatus
+	// AfterSnapshotID is the table's snapshot after the chain; nil if the job
+	// committed nothing or the outcome is unknown.
+	AfterSnapshotID *int64
+	// Error is the failure message; empty for none.
+	Error string
+	// At is the finish time. Zero means the store's clock now.
+	At time.Time
+}
+
+// SnapshotMetrics is a row of table_snapshot_metrics: the sampler's metrics
+// for one table at one snapshot, for one policy.
+type SnapshotMetrics struct {
+	TableID    int64
+	PolicyID   int64 // NoPolicy (0) if not tied to a policy
+	SnapshotID int64
+	// Value is a JSON object (see DESIGN.md, Metrics). Anything else is
+	// rejected with ErrInvalidArgument. Read back it is semantically equal,
+	// not necessarily byte-equal (PostgreSQL normalises jsonb).
+	Value json.RawMessage
+	// RecordedAt is when the metrics were taken, in UTC. Zero on upsert means
+	// the store's clock now.
+	RecordedAt time.Time
+}
+
+// Store is the ledger. Implementations are safe for concurrent use by many
+// goroutines. Times go in and come out in UTC, truncated to microseconds.
+type Store interface {
+	// Backend returns "postgres" or "sqlite".
+	Backend() string
+	// Close releases the database connections. The Store must not be used
+	// afterwards.
+	Close() error
+
+	// RegisterTable records a table incarnation and returns its row. It is
+	// idempotent: registering the same (catalog, namespace, name, uuid) again,
+	// even concurrently, returns the existing row. A new uuid under the same
+	// name makes a new row.
+	RegisterTable(ctx context.Context, ref TableRef) (Table, error)
+	// FindTable returns the newest row registered under catalog, namespace
+	// and name, i.e. the live incarnation. ErrNotFound if there is none.
+	FindTable(ctx context.Context, catalog, namespace, name string) (Table, error)
+	// GetTable returns the table row id. ErrNotFound if it does not exist.
+	GetTable(ctx context.Context, id int64) (Table, error)
+
+	// CreateJob opens a job row with status pending and fence 1. It returns
+	// ErrInFlight if a row for the same (table, policy) is still in flight,
+	// and ErrNotFound if the table does not exist.
+	CreateJob(ctx context.Context, j NewJob) (Job, error)
+	// GetJob returns job row id. ErrNotFound if it does not exist.
+	GetJob(ctx context.Context, id int64) (Job, error)
+	// StartJob marks the job running and records started_at (zero at means
+	// now). Fenced: see the package doc; ErrStaleFence if fence is not the
+	// row's fence or the row is finished, ErrNotFound if there is no row.
+	StartJob(ctx context.Context, id, fence int64, at time.Time) error
+	// SetBeforeSnapshot records the snapshot the runner sampled (S0). Fenced
+	// like StartJob.
+	SetBeforeSnapshot(ctx context.Context, id, fence, snapshotID int64) error
+	// SetJobID records the external job id once the job was submitted.
+	// Fenced like StartJob.
+	SetJobID(ctx context.Context, id, fence int64, jobID string) error
+	// FinishJob closes the row: status (terminal), after snapshot, error and
+	// finished_at. Fenced like StartJob; once finished a row accepts no
+	// further fenced write, so the first finish decides.
+	FinishJob(ctx context.Context, id, fence int64, f Finish) error
+	// BumpFence increments the row's fence and returns the new value, so a
+	// runner still holding the old one (a zombie) is fenced out. The
+	// reconciler bumps, then finishes with the new fence. It also bumps a
+	// finished row (harmless: finished rows reject fenced writes anyway).
+	// ErrNotFound if there is no row.
+	BumpFence(ctx context.Context, id int64) (newFence int64, err error)
+	// ListJobs returns up to limit job rows of a table, newest first (by id).
+	// limit must be positive. An unknown table has no rows: empty, no error.
+	ListJobs(ctx context.Context, tableID int64, limit int) ([]Job, error)
+
+	// UpsertSnapshotMetrics stores metrics for (table, policy, snapshot),
+	// replacing the value and recorded_at of an existing row. ErrNotFound if
+	// the table does not exist.
+	UpsertSnapshotMetrics(ctx context.Context, m SnapshotMetrics) error
+	// ListSnapshotMetrics returns a table's metrics rows oldest first (by
+	// recorded_at, then policy and snapshot id).
+	ListSnapshotMetrics(ctx context.Context, tableID int64) ([]SnapshotMetrics, error)
+}
+
+// OpenOptions tunes OpenWith.
+type OpenOptions struct {
+	// SkipSchemaCheck opens the database without comparing its schema version
+	// with the binary's. Only tools that inspect or migrate the schema should
+	// set it. Defaults to false: Open refuses a database that is behind
+	// (ErrSchemaBehind) or ahead (ErrSchemaAhead).
+	SkipSchemaCheck bool
+	// Now is the clock that stamps created_at, and started_at, finished_at
+	// and recorded_at when the caller passes a zero time. Defaults to
+	// time.Now.
+	Now func() time.Time
+}
+
+// Open opens the database url names and checks its schema version:
+// postgres:// or postgresql:// uses PostgreSQL, sqlite://PATH an SQLite file
+// (sqlite://./tms.db, sqlite:///var/lib/tms/tms.db). Open does not migrate;
+// a database behind the binary is refused with ErrSchemaBehind, one ahead of
+// it with ErrSchemaAhead. log may be nil.
+func Open(ctx context.Context, url string, log *zap.Logger) (Store, error) {
+	return OpenWith(ctx, url, log, OpenOptions{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, url string, log *zap.Logger, opts OpenOptions) (Store, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	b, err := openBackend(ctx, url, log, opts.Now, !opts.SkipSchemaCheck)
+	if err != nil {
+		return nil, err
+	}
+	if !opts.SkipSchemaCheck {
+		if err := checkSchema(ctx, b, url); err != nil {
+			_ = b.Close()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// backend is what each implementation offers beyond Store: schema version
+// reading and migrating, used by Open, Migrate and MigrationStatus.
+type backend interface {
+	Store
+	// schemaVersion returns the highest applied migration, 0 if none.
+	schemaVersion(ctx context.Context) (int, error)
+	// migrate applies every migration after the current version, each in
+	// its own transaction with its version row, safely against concurrent
+	// migrators, and returns the versions it applied.
+	migrate(ctx context.Context, ms []migrations.Migration) ([]int, error)
+}
+
+// openBackend picks the backend from url's scheme. mustExist makes a missing
+// SQLite file an ErrSchemaBehind instead of creating it.
+func openBackend(ctx context.Context, dbURL string, log *zap.Logger, now func() time.Time, mustExist bool) (backend, error) {
+	scheme, rest, ok := strings.Cut(dbURL, "://")
+	if !ok {
+		return nil, fmt.Errorf("%w: database URL %q has no scheme; want postgres://…, postgresql://… or sqlite://PATH", ErrInvalidArgument, redact(dbURL))
+	}
+	switch strings.ToLower(scheme) {
+	case "postgres", "postgresql":
+		return openPostgres(ctx, dbURL, log, now)
+	case "sqlite":
+		return openSQLite(ctx, rest, log, now, mustExist)
+	default:
+		return nil, fmt.Errorf("%w: unsupported database URL scheme %q; want postgres://, postgresql:// or sqlite://", ErrInvalidArgument, scheme)
+	}
+}
+
+// checkSchema compares the database's version with the binary's.
+func checkSchema(ctx context.Context, b backend, dbURL string) error {
+	current, err := b.schemaVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("store: read schema version: %w", err)
+	}
+	return compareVersions(current, migrations.Latest(), dbURL)
+}
+
+func compareVersions(current, latest int, dbURL string) error {
+	switch {
+	case current < latest:
+		return fmt.Errorf("%w: database at version %d, binary expects %d: run `tms-coordinator migrate --db '%s'`",
+			ErrSchemaBehind, current, latest, redact(dbURL))
+	case current > latest:
+		return schemaAheadError(current, latest)
+	}
+	return nil
+}
+
+func schemaAheadError(current, latest int) error {
+	return fmt.Errorf("%w: database schema version %d is newer than this binary (%d); upgrade tms",
+		ErrSchemaAhead, current, latest)
+}
+
+// redact hides a password in a database URL before it goes into an error.
+func redact(dbURL string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil || u.User == nil {
+		return dbURL
+	}
+	return u.Redacted()
+}
+
+// utc normalises a time to what both backends store: UTC, microseconds.
+func utc(t time.Time) time.Time {
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// orNow returns t normalised, or now() normalised if t is zero.
+func orNow(t time.Time, now func() time.Time) time.Time {
+	if t.IsZero() {
+		return utc(now())
+	}
+	return utc(t)
+}
