@@ -1,0 +1,15 @@
+// Command tms-coordinator is the TMS sidecar beside the catalog. For now it
+// migrates its database (migrate) and checks that the database answers (ping);
+// scheduling, policies and the HTTP API come with later issues.
+package main
+
+import "github.com/tms-dev/tms/internal/cli"
+
+func main() { cli.Main("tms-coordinator", commands()) }
+
+func commands() []cli.Command {
+	return []cli.Command{
+		{Name: "migrate", Summary: "apply the database migrations (--check: only report)", Run: runMigrate},
+		{Name: "ping", Summary: "check that the database answers", Run: runPing},
+	}
+}
