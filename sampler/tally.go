@@ -1,0 +1,184 @@
+package sampler
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"slices"
+	"strconv"
+
+	"github.com/apache/iceberg-go"
+	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"golang.org/x/sync/errgroup"
+)
+
+// tally accumulates the file-level metrics of one or more manifests. Sums of
+// squares are kept exactly in 128 bits, so the MSE does not depend on the
+// order in which manifests finish.
+type tally struct {
+	dataFiles, posDeletes, eqDeletes int64
+	smallFiles                       int64
+	totalSize, records               int64
+	sqHi, sqLo                       uint64
+	partitions                       map[string]struct{}
+}
+
+// addSquare adds d² to the 128-bit sum of squares.
+func (t *tally) addSquare(d uint64) {
+	hi, lo := bits.Mul64(d, d)
+	var carry uint64
+	t.sqLo, carry = bits.Add64(t.sqLo, lo, 0)
+	t.sqHi, _ = bits.Add64(t.sqHi, hi, carry)
+}
+
+// merge adds o into t.
+func (t *tally) merge(o *tally) {
+	t.dataFiles += o.dataFiles
+	t.posDeletes += o.posDeletes
+	t.eqDeletes += o.eqDeletes
+	t.smallFiles += o.smallFiles
+	t.totalSize += o.totalSize
+	t.records += o.records
+	var carry uint64
+	t.sqLo, carry = bits.Add64(t.sqLo, o.sqLo, 0)
+	t.sqHi, _ = bits.Add64(t.sqHi, o.sqHi, carry)
+	if t.partitions == nil {
+		t.partitions = make(map[string]struct{}, len(o.partitions))
+	}
+	for k := range o.partitions {
+		t.partitions[k] = struct{}{}
+	}
+}
+
+// fill writes the file-level metrics into m.
+func (t *tally) fill(m *Metrics) {
+	m.DataFileNumber = t.dataFiles
+	m.PositionDeleteFileNumber = t.posDeletes
+	m.EqualityDeleteFileNumber = t.eqDeletes
+	m.DeleteFileNumber = t.posDeletes + t.eqDeletes
+	m.FileNumber = t.dataFiles + m.DeleteFileNumber
+	m.SmallFileNumber = t.smallFiles
+	m.TotalFileSize = t.totalSize
+	m.RecordCount = t.records
+	m.PartitionNumber = int64(len(t.partitions))
+	if t.dataFiles > 0 {
+		n := float64(t.dataFiles)
+		m.AvgFileSize = float64(t.totalSize) / n
+		m.DataFileMSE = (float64(t.sqHi)*0x1p64 + float64(t.sqLo)) / n
+	}
+}
+
+// smallThreshold returns the smallest size that is NOT small for target T:
+// size < 0.75·T  ⇔  size < ⌈3T/4⌉, computed without overflowing int64.
+func smallThreshold(target int64) int64 {
+	return 3*(target/4) + (3*(target%4)+3)/4
+}
+
+// tallyManifests reads the live entries of every manifest, at most
+// concurrency at a time, and returns their combined tally.
+func tallyManifests(ctx context.Context, fs iceio.IO, meta table.Metadata, manifests []iceberg.ManifestFile, target int64, concurrency int) (*tally, error) {
+	results := make([]tally, len(manifests))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, min(concurrency, len(manifests))))
+	small := smallThreshold(target)
+	for i, mf := range manifests {
+		g.Go(func() error {
+			if err := tallyManifest(gctx, fs, meta, mf, target, small, &results[i]); err != nil {
+				return fmt.Errorf("read manifest %s: %w", mf.FilePath(), err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	total := &tally{partitions: map[string]struct{}{}}
+	for i := range results {
+		total.merge(&results[i])
+	}
+	return total, nil
+}
+
+// tallyManifest streams one manifest's live entries into t. The projected
+// read skips the per-column statistics maps (bounds, value counts), which are
+// most of a manifest entry's decoding cost and are not needed here.
+func tallyManifest(ctx context.Context, fs iceio.IO, meta table.Metadata, mf iceberg.ManifestFile, target, small int64, t *tally) error {
+	specID := int(mf.PartitionSpecID())
+	spec := meta.PartitionSpecByID(specID)
+	unpartitioned := spec != nil && spec.NumFields() == 0
+	specKey := strconv.Itoa(specID)
+	t.partitions = map[string]struct{}{}
+	var key []byte
+
+	entries := iceberg.EntriesWithProjection(fs, mf, true, iceberg.ManifestEntryProjection{})
+	for entry, err := range entries {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		df := entry.DataFile()
+		switch df.ContentType() {
+		case iceberg.EntryContentPosDeletes:
+			t.posDeletes++
+			continue
+		case iceberg.EntryContentEqDeletes:
+			t.eqDeletes++
+			continue
+		case iceberg.EntryContentData:
+		default:
+			return fmt.Errorf("entry %s has unknown content type %d", df.FilePath(), df.ContentType())
+		}
+		size := df.FileSizeBytes()
+		t.dataFiles++
+		t.totalSize += size
+		t.records += df.Count()
+		if size < small {
+			t.smallFiles++
+		}
+		if size < target {
+			t.addSquare(uint64(target - max(size, 0)))
+		}
+		if unpartitioned {
+			if len(t.partitions) == 0 {
+				t.partitions[specKey] = struct{}{}
+			}
+			continue
+		}
+		key = partitionKey(key[:0], specKey, spec, df.Partition())
+		if _, ok := t.partitions[string(key)]; !ok {
+			t.partitions[string(key)] = struct{}{}
+		}
+	}
+	return nil
+}
+
+// partitionKey appends a canonical encoding of (spec id, partition tuple) to
+// buf: the values in spec field order, each with its Go type so that, say,
+// the int 1 and the string "1" stay distinct, and null distinct from both.
+func partitionKey(buf []byte, specKey string, spec *iceberg.PartitionSpec, part map[int]any) []byte {
+	buf = append(buf, specKey...)
+	appendValue := func(id int, v any) {
+		buf = fmt.Appendf(buf, "|%d=%T:%v", id, v, v)
+	}
+	if spec != nil {
+		for i := range spec.NumFields() {
+			id := spec.Field(i).FieldID
+			appendValue(id, part[id])
+		}
+		return buf
+	}
+	// A spec missing from the metadata would be invalid metadata; still
+	// produce a stable key from the field ids in the entry.
+	ids := make([]int, 0, len(part))
+	for id := range part {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		appendValue(id, part[id])
+	}
+	return buf
+}
