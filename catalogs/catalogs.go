@@ -147,7 +147,7 @@ func LoadTable(ctx context.Context, cat catalog.Catalog, ident table.Identifier)
 	tbl, err := cat.LoadTable(ctx, ident)
 	if err != nil {
 		if errors.Is(err, catalog.ErrNoSuchTable) {
-			return nil, fmt.Errorf("table %s does not exist : %w", strings.Join(ident, "."), err)
+			return nil, noSuchTable{name: strings.Join(ident, ".")}
 		}
 		return nil, fmt.Errorf("load table %s: %w", strings.Join(ident, "."), err)
 	}
@@ -156,3 +156,9 @@ func LoadTable(ctx context.Context, cat catalog.Catalog, ident table.Identifier)
 
 // IdentString joins an identifier with dots, the form the CLI accepts.
 func IdentString(ident table.Identifier) string { return strings.Join(ident, ".") }
+
+// noSuchTable names a missing table and matches catalog.ErrNoSuchTable.
+type noSuchTable struct{ name string }
+
+func (e noSuchTable) Error() string { return "table " + e.name + " does not exist" }
+func (e noSuchTable) Unwrap() error { return catalog.ErrNoSuchTable }
