@@ -79,7 +79,7 @@ func TestTestdataSampleChecksum(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	dir := testdata.BuildT(t, "tms.small_files")
+	dir := testdata.BuildT(t, "tms.orphans")
 
 	cases := []struct {
 		name string
@@ -90,11 +90,11 @@ func TestBadInput(t *testing.T) {
 		{"unknown command", []string{"nope"}, cli.ExitUsage, `unknown command "nope"`},
 		{"unknown flag", []string{"sample", "--nope"}, cli.ExitUsage, "unknown flag: --nope"},
 		{"no table", []string{"sample", "--warehouse-dir", dir}, cli.ExitUsage, "--table is required"},
-		{"no catalog", []string{"sample", "--table", "tms.small_files"}, cli.ExitUsage, "--warehouse-dir"},
-		{"missing warehouse", []string{"sample", "--warehouse-dir", filepath.Join(dir, "nope"), "--table", "tms.small_files"}, cli.ExitUsage, "has no catalog.db"},
+		{"no catalog", []string{"sample", "--table", "tms.orphans"}, cli.ExitUsage, "--warehouse-dir"},
+		{"missing warehouse", []string{"sample", "--warehouse-dir", filepath.Join(dir, "nope"), "--table", "tms.orphans"}, cli.ExitUsage, "has no catalog.db"},
 		{"bad ident", []string{"sample", "--warehouse-dir", dir, "--table", "small_files"}, cli.ExitUsage, `table "small_files"`},
 		{"missing table", []string{"sample", "--warehouse-dir", dir, "--table", "tms.nope"}, cli.ExitFailure, "table tms.nope does not exist"},
-		{"bad snapshot", []string{"sample", "--warehouse-dir", dir, "--table", "tms.small_files", "--snapshot-id", "42"}, cli.ExitFailure, "42"},
+		{"bad snapshot", []string{"sample", "--warehouse-dir", dir, "--table", "tms.orphans", "--snapshot-id", "42"}, cli.ExitFailure, "42"},
 		{"bad catalog prop", []string{"sample", "--catalog-prop", "type", "--table", "tms.t"}, cli.ExitUsage, `catalog property "type"`},
 		{"unknown recipe", []string{"testdata", "--out", t.TempDir(), "--recipe", "tms.nope"}, cli.ExitUsage, "tms.nope"},
 		{"bad scale", []string{"testdata", "--out", t.TempDir(), "--scale", "0"}, cli.ExitUsage, "--scale"},
@@ -112,24 +112,24 @@ func TestBadInput(t *testing.T) {
 
 func TestCorruptMetadata(t *testing.T) {
 	t.Parallel()
-	dir := testdata.BuildT(t, "tms.small_files")
-	metas, err := filepath.Glob(filepath.Join(dir, "warehouse", "tms.db", "small_files", "metadata", "*.metadata.json"))
+	dir := testdata.BuildT(t, "tms.orphans")
+	metas, err := filepath.Glob(filepath.Join(dir, "warehouse", "tms.db", "orphans", "metadata", "*.metadata.json"))
 	require.NoError(t, err)
 	require.NotEmpty(t, metas)
 	// The catalog points at the newest metadata file; corrupt every one.
 	for _, m := range metas {
 		require.NoError(t, os.WriteFile(m, []byte("{not json"), 0o644))
 	}
-	code, out, stderr := run(t, "sample", "--warehouse-dir", dir, "--table", "tms.small_files", "--json")
+	code, out, stderr := run(t, "sample", "--warehouse-dir", dir, "--table", "tms.orphans", "--json")
 	require.Equal(t, cli.ExitFailure, code)
 	require.Empty(t, out)
-	require.Contains(t, stderr, "tms.small_files")
+	require.Contains(t, stderr, "tms.orphans")
 	require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %s", stderr)
 
 	for _, m := range metas {
 		require.NoError(t, os.Remove(m))
 	}
-	code, _, stderr = run(t, "checksum", "--warehouse-dir", dir, "--table", "tms.small_files")
+	code, _, stderr = run(t, "checksum", "--warehouse-dir", dir, "--table", "tms.orphans")
 	require.Equal(t, cli.ExitFailure, code)
 	require.Contains(t, stderr, "metadata")
 }
