@@ -11,6 +11,10 @@ TESTDATA_DIR ?= ./tmp/testdata
 SCALE ?= 1
 BENCH_TIME ?= 10x
 LEDGER_ROWS ?= 10000
+BENCH_TASKS ?= 20000
+RIVER_BASELINE ?= ../shared/bench/river-baseline
+DEMO_TABLES ?= tms.small_files tms.partitioned tms.deletes tms.many_snapshots tms.orphans
+RSS_SCALE ?= 1
 
 .DEFAULT_GOAL := help
 
@@ -41,14 +45,32 @@ testdata: build ## Build the test tables into $(TESTDATA_DIR) (SCALE=N to grow t
 	rm -rf $(TESTDATA_DIR)
 	bin/tms-runner testdata --out $(TESTDATA_DIR) --scale $(SCALE)
 
-demo: build ## Build the test tables into a temp folder and print their metrics.
-	@dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
-	  bin/tms-runner testdata --out "$$dir" && \
-	  bin/tms-runner sample --warehouse-dir "$$dir" --all
+demo: build ## Build the test tables into a temp folder, replay the maintenance chain on each, print before/after.
+	@dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; status=0; \
+	  bin/tms-runner testdata --out "$$dir" || exit 1; \
+	  echo '{"policyType": "system_iceberg_snapshot_expiration", "content": {"older-than": "1s", "retain-last": 5}}' >"$$dir/expire.json"; \
+	  for t in $(DEMO_TABLES); do \
+	    types=compaction,manifest-rewrite,snapshot-expiry; policy=; \
+	    if [ "$$t" = tms.orphans ]; then types=$$types,orphan-cleanup; fi; \
+	    if [ "$$t" = tms.many_snapshots ]; then policy="--policy $$dir/expire.json"; echo; echo "(tms.many_snapshots: demo expiry policy older-than 1s, retain-last 5)"; fi; \
+	    echo; bin/tms-runner replay --warehouse-dir "$$dir" --table "$$t" --types "$$types" $$policy \
+	      --ledger "sqlite://$$dir/ledger.db" || status=1; \
+	  done; exit $$status
 
-bench: dbcheck ## Benchmarks: sampler vs PlanFiles (ratio), ledger rows/s on PostgreSQL and SQLite.
+bench: dbcheck ## Benchmarks: sampler vs PlanFiles, ledger rows/s, chain overhead %, peak RSS of a first compaction (RSS_SCALE=N).
 	$(GO) test -run '^$$' -bench 'Sample|PlanFiles' -benchtime $(BENCH_TIME) -timeout 30m ./sampler/
 	$(GO) test -run '^$$' -bench Ledger -benchtime $(LEDGER_ROWS)x -timeout 30m ./store/
+	@# Scheduler drain vs River on the same PostgreSQL, each in its own schema (tms_bench, river_bench).
+	@tms=$$(bin/tms-coordinator bench --db "$(TMS_TEST_DATABASE_URL)" --schema tms_bench --tasks $(BENCH_TASKS) --nodes 2 --threads 8 | tee /dev/stderr | tail -1 | cut -d= -f2) && \
+	  river=$$(cd $(RIVER_BASELINE) && $(GO) run . -db "$(TMS_TEST_DATABASE_URL)" -schema river_bench -jobs $(BENCH_TASKS) -nodes 2 -workers 8 | tee /dev/stderr | tail -1 | cut -d= -f2) && \
+	  awk -v t="$$tms" -v r="$$river" 'BEGIN { printf "tms_vs_river_ratio=%.2f\n", t / r }'
+	$(GO) test -run '^$$' -bench ChainOverhead -benchtime 3x -timeout 30m ./runner/
+	@[ -x /usr/bin/time ] || { echo "peak RSS needs GNU time: apt-get install -y time"; exit 1; }; \
+	  dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	  bin/tms-runner testdata --out "$$dir" --recipe tms.small_files --scale $(RSS_SCALE) >/dev/null && \
+	  /usr/bin/time -v bin/tms-runner replay --warehouse-dir "$$dir" --table tms.small_files --types compaction \
+	    --ledger "sqlite://$$dir/ledger.db" 2>"$$dir/time.txt" | sed -n 3p && \
+	  grep -E 'Maximum resident|Elapsed' "$$dir/time.txt" | sed 's/^\t*/  first compaction (tms.small_files, scale $(RSS_SCALE)): /'
 
 clean: ## Remove build output and local test tables.
 	rm -rf bin tmp

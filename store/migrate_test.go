@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -226,7 +227,7 @@ func testMigrate(t *testing.T, h harness) {
 		}
 		_, err := store.Open(ctx, dbURL, nil)
 		require.ErrorIs(t, err, store.ErrSchemaBehind)
-		require.ErrorContains(t, err, "database at version 0, binary expects 1")
+		require.ErrorContains(t, err, fmt.Sprintf("database at version 0, binary expects %d", latest))
 		require.ErrorContains(t, err, "run `tms-coordinator migrate --db ")
 
 		s, err := store.OpenWith(ctx, dbURL, nil, store.OpenOptions{SkipSchemaCheck: true})

@@ -128,23 +128,26 @@ func (s *postgresStore) GetTable(ctx context.Context, id int64) (Table, error) {
 }
 
 const pgJobCols = `id, coalesce(job_id, ''), table_id, policy_id, types, "trigger", status, fence,
-	before_snapshot_id, after_snapshot_id, coalesce(error, ''), spec, created_at, started_at, finished_at`
+	before_snapshot_id, after_snapshot_id, coalesce(error, ''), spec, outcomes, created_at, started_at, finished_at`
 
 func scanPgJob(row pgx.Row) (Job, error) {
 	var (
 		j                   Job
 		types               string
-		spec                []byte
+		spec, outcomes      []byte
 		started, finishedAt *time.Time
 	)
 	err := row.Scan(&j.ID, &j.JobID, &j.TableID, &j.PolicyID, &types, &j.Trigger, &j.Status, &j.Fence,
-		&j.BeforeSnapshotID, &j.AfterSnapshotID, &j.Error, &spec, &j.CreatedAt, &started, &finishedAt)
+		&j.BeforeSnapshotID, &j.AfterSnapshotID, &j.Error, &spec, &outcomes, &j.CreatedAt, &started, &finishedAt)
 	if err != nil {
 		return Job{}, err
 	}
 	j.Types = splitTypes(types)
 	if spec != nil {
 		j.Spec = json.RawMessage(spec)
+	}
+	if outcomes != nil {
+		j.Outcomes = json.RawMessage(outcomes)
 	}
 	j.CreatedAt = j.CreatedAt.UTC()
 	if started != nil {
@@ -205,6 +208,12 @@ func (s *postgresStore) GetJob(ctx context.Context, id int64) (Job, error) {
 // transaction: the fence is checked by the write itself, and rows are never
 // deleted, so the lookup cannot disagree with it.
 func (s *postgresStore) fenced(ctx context.Context, op string, id, fence int64, set string, args ...any) error {
+	return s.fencedIf(ctx, op, id, fence, "", set, args...)
+}
+
+// fencedIf is fenced with an extra condition cond ("AND …") on the row; a
+// row whose fence matches but fails cond is reported as ErrStaleFence too.
+func (s *postgresStore) fencedIf(ctx context.Context, op string, id, fence int64, cond, set string, args ...any) error {
 	var (
 		updated, exists, finished bool
 		current                   int64
@@ -212,7 +221,7 @@ func (s *postgresStore) fenced(ctx context.Context, op string, id, fence int64, 
 	err := s.pool.QueryRow(ctx, `
 		WITH u AS (
 			UPDATE table_maintenance_job SET `+set+`
-			WHERE id = $1 AND fence = $2 AND finished_at IS NULL
+			WHERE id = $1 AND fence = $2 AND finished_at IS NULL `+cond+`
 			RETURNING 1
 		)
 		SELECT EXISTS (SELECT 1 FROM u), j.id IS NOT NULL, coalesce(j.fence, 0), j.finished_at IS NOT NULL
@@ -230,7 +239,7 @@ func (s *postgresStore) fenced(ctx context.Context, op string, id, fence int64, 
 
 // StartJob marks the job running.
 func (s *postgresStore) StartJob(ctx context.Context, id, fence int64, at time.Time) error {
-	return s.fenced(ctx, "start job", id, fence, `status = $3, started_at = $4`,
+	return s.fencedIf(ctx, "start job", id, fence, `AND status = 'pending'`, `status = $3, started_at = $4`,
 		string(StatusRunning), orNow(at, s.now))
 }
 
@@ -250,8 +259,45 @@ func (s *postgresStore) FinishJob(ctx context.Context, id, fence int64, f Finish
 		return err
 	}
 	return s.fenced(ctx, "finish job", id, fence,
-		`status = $3, after_snapshot_id = $4, error = nullif($5, ''), finished_at = $6`,
-		string(f.Status), f.AfterSnapshotID, f.Error, orNow(f.At, s.now))
+		`status = $3, after_snapshot_id = $4, error = nullif($5, ''), finished_at = $6, outcomes = $7::jsonb`,
+		string(f.Status), f.AfterSnapshotID, f.Error, orNow(f.At, s.now), nullJSON(f.Outcomes))
+}
+
+// CheckFence reads the row's fence and finished state.
+func (s *postgresStore) CheckFence(ctx context.Context, id, fence int64) error {
+	var (
+		current  int64
+		finished bool
+	)
+	err := s.pool.QueryRow(ctx, `SELECT fence, finished_at IS NOT NULL FROM table_maintenance_job WHERE id = $1`, id).
+		Scan(&current, &finished)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fenceError("check fence", id, fence, false, 0, false)
+	}
+	if err != nil {
+		return pgError("check fence", err)
+	}
+	if current == fence && !finished {
+		return nil
+	}
+	return fenceError("check fence", id, fence, true, current, finished)
+}
+
+// InFlightBaseSnapshots lists the before snapshots of the table's other
+// in-flight rows.
+func (s *postgresStore) InFlightBaseSnapshots(ctx context.Context, tableID, excludeJobID int64) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT DISTINCT before_snapshot_id FROM table_maintenance_job
+		WHERE table_id = $1 AND id <> $2 AND finished_at IS NULL AND before_snapshot_id IS NOT NULL
+		ORDER BY before_snapshot_id`, tableID, excludeJobID)
+	if err != nil {
+		return nil, pgError("in-flight base snapshots", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, pgError("in-flight base snapshots", err)
+	}
+	return ids, nil
 }
 
 // BumpFence increments the row's fence.

@@ -205,7 +205,7 @@ func (s *sqliteStore) GetTable(ctx context.Context, id int64) (Table, error) {
 }
 
 const sqliteJobCols = `id, coalesce(job_id, ''), table_id, policy_id, types, "trigger", status, fence,
-	before_snapshot_id, after_snapshot_id, coalesce(error, ''), spec, created_at, started_at, finished_at`
+	before_snapshot_id, after_snapshot_id, coalesce(error, ''), spec, outcomes, created_at, started_at, finished_at`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -213,17 +213,20 @@ func scanSQLiteJob(row scanner) (Job, error) {
 	var (
 		j                 Job
 		types, created    string
-		spec              sql.NullString
+		spec, outcomes    sql.NullString
 		started, finished sql.NullString
 	)
 	err := row.Scan(&j.ID, &j.JobID, &j.TableID, &j.PolicyID, &types, &j.Trigger, &j.Status, &j.Fence,
-		&j.BeforeSnapshotID, &j.AfterSnapshotID, &j.Error, &spec, &created, &started, &finished)
+		&j.BeforeSnapshotID, &j.AfterSnapshotID, &j.Error, &spec, &outcomes, &created, &started, &finished)
 	if err != nil {
 		return Job{}, err
 	}
 	j.Types = splitTypes(types)
 	if spec.Valid {
 		j.Spec = json.RawMessage(spec.String)
+	}
+	if outcomes.Valid {
+		j.Outcomes = json.RawMessage(outcomes.String)
 	}
 	if j.CreatedAt, err = parseSQLiteTime(created); err != nil {
 		return Job{}, err
@@ -286,11 +289,17 @@ func (s *sqliteStore) GetJob(ctx context.Context, id int64) (Job, error) {
 // If the UPDATE matched no row, the same transaction looks the row up to tell
 // ErrNotFound from ErrStaleFence; the fence itself is checked by the UPDATE.
 func (s *sqliteStore) fenced(ctx context.Context, op string, id, fence int64, set string, args ...any) error {
+	return s.fencedIf(ctx, op, id, fence, "", set, args...)
+}
+
+// fencedIf is fenced with an extra condition cond ("AND …") on the row; a
+// row whose fence matches but fails cond is reported as ErrStaleFence too.
+func (s *sqliteStore) fencedIf(ctx context.Context, op string, id, fence int64, cond, set string, args ...any) error {
 	var fenceErr error
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
 			UPDATE table_maintenance_job SET `+set+`
-			WHERE id = ?1 AND fence = ?2 AND finished_at IS NULL`,
+			WHERE id = ?1 AND fence = ?2 AND finished_at IS NULL `+cond,
 			append([]any{id, fence}, args...)...)
 		if err != nil {
 			return err
@@ -322,7 +331,7 @@ func (s *sqliteStore) fenced(ctx context.Context, op string, id, fence int64, se
 
 // StartJob marks the job running.
 func (s *sqliteStore) StartJob(ctx context.Context, id, fence int64, at time.Time) error {
-	return s.fenced(ctx, "start job", id, fence, `status = ?3, started_at = ?4`,
+	return s.fencedIf(ctx, "start job", id, fence, `AND status = 'pending'`, `status = ?3, started_at = ?4`,
 		string(StatusRunning), sqliteTime(orNow(at, s.now)))
 }
 
@@ -342,8 +351,53 @@ func (s *sqliteStore) FinishJob(ctx context.Context, id, fence int64, f Finish) 
 		return err
 	}
 	return s.fenced(ctx, "finish job", id, fence,
-		`status = ?3, after_snapshot_id = ?4, error = nullif(?5, ''), finished_at = ?6`,
-		string(f.Status), f.AfterSnapshotID, f.Error, sqliteTime(orNow(f.At, s.now)))
+		`status = ?3, after_snapshot_id = ?4, error = nullif(?5, ''), finished_at = ?6, outcomes = ?7`,
+		string(f.Status), f.AfterSnapshotID, f.Error, sqliteTime(orNow(f.At, s.now)), nullJSON(f.Outcomes))
+}
+
+// CheckFence reads the row's fence and finished state.
+func (s *sqliteStore) CheckFence(ctx context.Context, id, fence int64) error {
+	var (
+		current  int64
+		finished bool
+	)
+	err := s.r.QueryRowContext(ctx, `SELECT fence, finished_at IS NOT NULL FROM table_maintenance_job WHERE id = ?1`, id).
+		Scan(&current, &finished)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fenceError("check fence", id, fence, false, 0, false)
+	}
+	if err != nil {
+		return sqliteError("check fence", err)
+	}
+	if current == fence && !finished {
+		return nil
+	}
+	return fenceError("check fence", id, fence, true, current, finished)
+}
+
+// InFlightBaseSnapshots lists the before snapshots of the table's other
+// in-flight rows.
+func (s *sqliteStore) InFlightBaseSnapshots(ctx context.Context, tableID, excludeJobID int64) ([]int64, error) {
+	rows, err := s.r.QueryContext(ctx, `
+		SELECT DISTINCT before_snapshot_id FROM table_maintenance_job
+		WHERE table_id = ?1 AND id <> ?2 AND finished_at IS NULL AND before_snapshot_id IS NOT NULL
+		ORDER BY before_snapshot_id`, tableID, excludeJobID)
+	if err != nil {
+		return nil, sqliteError("in-flight base snapshots", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, sqliteError("in-flight base snapshots", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, sqliteError("in-flight base snapshots", err)
+	}
+	return ids, nil
 }
 
 // BumpFence increments the row's fence.

@@ -178,7 +178,10 @@ type Job struct {
 	Error            string // empty unless FinishJob recorded one
 	// Spec is the job spec JSON, nil if none. It is semantically equal to
 	// what was stored, not necessarily byte-equal (PostgreSQL normalises jsonb).
-	Spec      json.RawMessage
+	Spec json.RawMessage
+	// Outcomes is the per-type outcome list FinishJob recorded (a JSON
+	// array), nil if none. Semantically equal to what was stored.
+	Outcomes  json.RawMessage
 	CreatedAt time.Time // UTC
 	StartedAt time.Time // UTC; zero until StartJob
 	// FinishedAt is the time the row was closed, in UTC. Zero means the job
@@ -198,6 +201,11 @@ type Finish struct {
 	AfterSnapshotID *int64
 	// Error is the failure message; empty for none.
 	Error string
+	// Outcomes is the per-type outcome list, a JSON array (one object per
+	// maintenance type: type, outcome, reason, error, before and after
+	// snapshot, duration_ms). Optional; nil stores NULL. Anything that is not
+	// a JSON array is rejected with ErrInvalidArgument.
+	Outcomes json.RawMessage
 	// At is the finish time. Zero means the store's clock now.
 	At time.Time
 }
@@ -245,7 +253,10 @@ type Store interface {
 	GetJob(ctx context.Context, id int64) (Job, error)
 	// StartJob marks the job running and records started_at (zero at means
 	// now). Fenced: see the package doc; ErrStaleFence if fence is not the
-	// row's fence or the row is finished, ErrNotFound if there is no row.
+	// row's fence or the row is finished, ErrNotFound if there is no row. It
+	// also returns ErrStaleFence for a row that is already running: a job
+	// starts once per fence, so a duplicate launch of the same job (a retried
+	// submit, a restarted pod) cannot run beside the first.
 	StartJob(ctx context.Context, id, fence int64, at time.Time) error
 	// SetBeforeSnapshot records the snapshot the runner sampled (S0). Fenced
 	// like StartJob.
@@ -253,9 +264,22 @@ type Store interface {
 	// SetJobID records the external job id once the job was submitted.
 	// Fenced like StartJob.
 	SetJobID(ctx context.Context, id, fence int64, jobID string) error
-	// FinishJob closes the row: status (terminal), after snapshot, error and
-	// finished_at. Fenced like StartJob; once finished a row accepts no
-	// further fenced write, so the first finish decides.
+	// CheckFence reports, without writing, whether fence is still the row's
+	// fence and the row is still in flight: nil if so, ErrStaleFence if the
+	// fence moved on or the row is finished, ErrNotFound if there is no row.
+	// The runner calls it right before every Iceberg commit, so a runner that
+	// was fenced out stops before changing the table; the check is advisory
+	// (a bump may land just after it), the fenced ledger writes are not.
+	CheckFence(ctx context.Context, id, fence int64) error
+	// InFlightBaseSnapshots returns the distinct before_snapshot_id values of
+	// the table's in-flight job rows other than excludeJobID, ascending. They
+	// are the snapshots other runners planned from, which snapshot expiry
+	// must not expire. Rows without a before snapshot are left out; an
+	// unknown table has none (empty, no error).
+	InFlightBaseSnapshots(ctx context.Context, tableID, excludeJobID int64) ([]int64, error)
+	// FinishJob closes the row: status (terminal), after snapshot, error,
+	// per-type outcomes and finished_at. Fenced like StartJob; once finished
+	// a row accepts no further fenced write, so the first finish decides.
 	FinishJob(ctx context.Context, id, fence int64, f Finish) error
 	// BumpFence increments the row's fence and returns the new value, so a
 	// runner still holding the old one (a zombie) is fenced out. The

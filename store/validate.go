@@ -66,6 +66,14 @@ func validateFinish(f Finish) error {
 	if !f.Status.Terminal() {
 		return fmt.Errorf("%w: finish status %q is not terminal (succeeded, failed, skipped, cancelled, lost)", ErrInvalidArgument, f.Status)
 	}
+	if len(f.Outcomes) > 0 {
+		if !json.Valid(f.Outcomes) {
+			return fmt.Errorf("%w: finish outcomes are not valid JSON", ErrInvalidArgument)
+		}
+		if t := bytes.TrimSpace(f.Outcomes); t[0] != '[' {
+			return fmt.Errorf("%w: finish outcomes must be a JSON array", ErrInvalidArgument)
+		}
+	}
 	return nil
 }
 
@@ -106,6 +114,10 @@ func fenceError(op string, id, fence int64, exists bool, current int64, finished
 		return fmt.Errorf("%w: %s: job %d", ErrNotFound, op, id)
 	case finished:
 		return fmt.Errorf("%w: %s: job %d is already finished", ErrStaleFence, op, id)
+	case current == fence:
+		// The fence matches and the row is open, so the write's extra
+		// condition failed: StartJob on a row another runner started.
+		return fmt.Errorf("%w: %s: job %d was already started by another runner holding the same fence", ErrStaleFence, op, id)
 	default:
 		return fmt.Errorf("%w: %s: job %d has fence %d, write carried %d", ErrStaleFence, op, id, current, fence)
 	}

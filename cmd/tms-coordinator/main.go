@@ -9,6 +9,7 @@ func main() { cli.Main("tms-coordinator", commands()) }
 
 func commands() []cli.Command {
 	return []cli.Command{
+		{Name: "bench", Summary: "drain N no-op tasks with K in-process nodes; prints tms_tasks_per_sec", Run: runBench},
 		{Name: "migrate", Summary: "apply the database migrations (--check: only report)", Run: runMigrate},
 		{Name: "ping", Summary: "check that the database answers", Run: runPing},
 	}

@@ -1,7 +1,7 @@
-// Command tms-runner is the job-side program of TMS. For now it builds test
-// tables (testdata), prints a table's metrics (sample) and its row-level
-// checksum (checksum); the maintenance chain (run, replay) comes with the
-// runner issue.
+// Command tms-runner is the job-side program of TMS. It runs a job row of
+// the ledger (run), replays a maintenance chain locally (replay), builds test
+// tables (testdata), and prints a table's metrics (sample) and its row-level
+// checksum (checksum).
 package main
 
 import "github.com/tms-dev/tms/internal/cli"
@@ -12,6 +12,8 @@ func commands() []cli.Command {
 	return []cli.Command{
 		{Name: "testdata", Summary: "build the deterministic test tables into a folder", Run: runTestdata},
 		{Name: "sample", Summary: "print a table's metrics at a snapshot (metadata only)", Run: runSample},
+		{Name: "run", Summary: "run a job row of the ledger (job mode; exit 4 when fenced out)", Run: runRun},
+		{Name: "replay", Summary: "run a maintenance chain on one table locally and print before/after metrics", Run: runReplay},
 		{Name: "checksum", Summary: "print the row count and order-independent checksum of a table's live rows", Run: runChecksum},
 	}
 }

@@ -25,6 +25,12 @@ const (
 	ExitFailure = 1 // the command ran and failed (database, catalog, I/O …)
 	ExitUsage   = 2 // bad flags or bad input, nothing was done
 	ExitBehind  = 3 // `migrate --check`: the database needs migrating
+	// ExitFenced means tms-runner was fenced out: the job row's fence moved
+	// on (the reconciler declared the runner dead and closed or re-owned the
+	// row) or the row was already finished. The runner stopped before its
+	// next Iceberg commit and wrote nothing more to the ledger; the row says
+	// what was decided instead.
+	ExitFenced = 4
 )
 
 // UsageError marks an error caused by the caller's input; it exits with

@@ -1,0 +1,223 @@
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"go.uber.org/zap"
+
+	"github.com/tms-dev/tms/sampler"
+)
+
+// Type is a maintenance type. Its string form is the name used in policies,
+// job specs, the ledger and on the command line.
+type Type string
+
+// The maintenance types, in chain order.
+const (
+	Compaction      Type = "compaction"
+	ManifestRewrite Type = "manifest-rewrite"
+	SnapshotExpiry  Type = "snapshot-expiry"
+	OrphanCleanup   Type = "orphan-cleanup"
+)
+
+// chainOrder is the fixed order in which a chain runs its types; orphan
+// cleanup is always last because it must see the files the other types left.
+var chainOrder = []Type{Compaction, ManifestRewrite, SnapshotExpiry, OrphanCleanup}
+
+// ParseTypes parses a comma-separated list of maintenance types such as
+// "compaction,manifest-rewrite". Blanks around names are ignored, duplicates
+// are dropped, and the result is sorted into chain order. An unknown or empty
+// name is an error naming it.
+func ParseTypes(s string) ([]Type, error) {
+	seen := map[Type]bool{}
+	for _, f := range strings.Split(s, ",") {
+		name := Type(strings.TrimSpace(f))
+		if name == "" {
+			return nil, fmt.Errorf("%w: empty maintenance type in %q", ErrInvalidPolicy, s)
+		}
+		if !slices.Contains(chainOrder, name) {
+			return nil, fmt.Errorf("%w: unknown maintenance type %q (want one of %s)", ErrInvalidPolicy, name, typeList())
+		}
+		seen[name] = true
+	}
+	out := make([]Type, 0, len(seen))
+	for _, t := range chainOrder {
+		if seen[t] {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func typeList() string {
+	names := make([]string, len(chainOrder))
+	for i, t := range chainOrder {
+		names[i] = string(t)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Outcome is how one type of a chain ended.
+type Outcome string
+
+// The outcomes of a type.
+const (
+	// Done: the type committed its work (or, for orphan cleanup, deleted
+	// exactly its plan).
+	Done Outcome = "done"
+	// Skipped: the thresholds were not met, there was nothing to do, or the
+	// run was a dry run. Reason says which.
+	Skipped Outcome = "skipped"
+	// EndedDrift: HEAD moved after S0, so the plan was abandoned before
+	// committing; the files it wrote were deleted.
+	EndedDrift Outcome = "ended-drift"
+	// Conflict: the commit lost a race with a concurrent writer; the files it
+	// wrote were deleted and nothing was committed.
+	Conflict Outcome = "conflict"
+	// Failed: an error that is not a conflict; nothing was committed and the
+	// files it wrote were deleted.
+	Failed Outcome = "failed"
+)
+
+// Step is one type of a chain with its policy content.
+type Step struct {
+	// Type is the maintenance type.
+	Type Type
+	// Policy is the Gravitino-shaped policy content for Type (the "content"
+	// object of the policy: thresholds, rewriteOptions, …). Nil means the
+	// defaults.
+	Policy json.RawMessage
+}
+
+// Hooks let the caller (the runner) observe and gate a chain without chain
+// knowing about the ledger. Every hook may be nil.
+type Hooks struct {
+	// Sampled is called after each sample, with when WhenBefore ("before",
+	// S0 of every type that got as far as sampling) or WhenAfter ("after",
+	// S1, once after each type that committed at least once). The runner
+	// writes table_snapshot_metrics and before_snapshot_id from it. An error
+	// ends the type Failed (a WhenAfter error leaves the committed outcome)
+	// and stops the chain; Run returns it wrapped.
+	Sampled func(ctx context.Context, t Type, when string, r sampler.Result) error
+	// BeforeCommit is called immediately before every Iceberg commit (and
+	// before orphan cleanup deletes files). A non-nil error (e.g. the runner's
+	// fence went stale) aborts that commit: nothing is committed, files the
+	// attempt wrote are deleted, the type ends Failed with that error, the
+	// chain stops, and Run returns the error wrapped so errors.Is works.
+	BeforeCommit func(ctx context.Context, t Type) error
+	// ProtectedSnapshots returns the snapshot ids that other in-flight jobs
+	// planned from (from the ledger); snapshot expiry never expires them.
+	ProtectedSnapshots func(ctx context.Context) ([]int64, error)
+}
+
+// Options tune Run. The zero value is ready to use.
+type Options struct {
+	// DryRun decides and plans but writes nothing: every type that would work
+	// ends Skipped with a reason "dry run: would …".
+	DryRun bool
+	// Now is the clock for snapshot and orphan ages. Defaults to time.Now.
+	Now func() time.Time
+	// Log receives progress (per file group: files, bytes, elapsed). Defaults
+	// to zap.NewNop().
+	Log *zap.Logger
+	// Hooks connect the chain to its caller.
+	Hooks Hooks
+}
+
+// Sample moments passed to Hooks.Sampled.
+const (
+	WhenBefore = "before"
+	WhenAfter  = "after"
+)
+
+// TypeReport is how one type of a chain went.
+type TypeReport struct {
+	Type    Type    `json:"type"`
+	Outcome Outcome `json:"outcome"`
+	// Reason explains the decision or the outcome in one line.
+	Reason string `json:"reason"`
+	// BeforeSnapshotID is S0 of this type; AfterSnapshotID is the snapshot
+	// after it (equal to BeforeSnapshotID when it committed nothing).
+	BeforeSnapshotID int64 `json:"before_snapshot_id"`
+	AfterSnapshotID  int64 `json:"after_snapshot_id"`
+	// MetricsBefore are the metrics at S0; MetricsAfter at S1 (equal to
+	// MetricsBefore when the type committed nothing).
+	MetricsBefore sampler.Metrics `json:"metrics_before"`
+	MetricsAfter  sampler.Metrics `json:"metrics_after"`
+	// Duration is the wall time of the type, sampling included. It is
+	// encoded in JSON as duration_ms.
+	Duration time.Duration `json:"-"`
+	// Err is the error message of a Failed or Conflict type.
+	Err string `json:"error,omitempty"`
+	// Detail is type-specific: the compaction groups, or the orphan plan.
+	Detail any `json:"detail,omitempty"`
+}
+
+// MarshalJSON encodes r with Duration as integer milliseconds "duration_ms".
+func (r TypeReport) MarshalJSON() ([]byte, error) {
+	type plain TypeReport
+	return json.Marshal(struct {
+		plain
+		DurationMs int64 `json:"duration_ms"`
+	}{plain(r), r.Duration.Milliseconds()})
+}
+
+// Report is how a chain went.
+type Report struct {
+	// Table is the table identifier joined with dots.
+	Table     string `json:"table"`
+	TableUUID string `json:"table_uuid"`
+	// BeforeSnapshotID is S0 of the first type; AfterSnapshotID is the
+	// current snapshot at the end.
+	BeforeSnapshotID int64        `json:"before_snapshot_id"`
+	AfterSnapshotID  int64        `json:"after_snapshot_id"`
+	Types            []TypeReport `json:"types"`
+	// Duration is the wall time of the chain, encoded as duration_ms.
+	Duration time.Duration `json:"-"`
+}
+
+// MarshalJSON encodes r with Duration as integer milliseconds "duration_ms".
+func (r Report) MarshalJSON() ([]byte, error) {
+	type plain Report
+	return json.Marshal(struct {
+		plain
+		DurationMs int64 `json:"duration_ms"`
+	}{plain(r), r.Duration.Milliseconds()})
+}
+
+// Failed reports whether any type of the chain ended Failed.
+func (r Report) Failed() bool {
+	for _, t := range r.Types {
+		if t.Outcome == Failed {
+			return true
+		}
+	}
+	return false
+}
+
+// Run runs steps in order on the table ident of cat and reports how each
+// went. Steps must be in chain order without duplicates (as ParseTypes
+// returns them); otherwise Run returns an error before touching the table.
+//
+// A type that fails, conflicts or drifts does not stop the chain: its
+// outcome says so and the next type runs. Run returns a non-nil error only
+// when the chain could not go on: a Hooks.BeforeCommit or Hooks.Sampled
+// error (wrapped, so errors.Is works), a cancelled ctx, or invalid steps.
+// The Report is filled in as far as the chain got, even then.
+func Run(ctx context.Context, cat catalog.Catalog, ident table.Identifier, steps []Step, opts Options) (Report, error) {
+	return run(ctx, cat, ident, steps, opts)
+}
+
+// ValidatePolicy checks the policy content for maintenance type t without
+// touching any table. Errors wrap ErrInvalidPolicy and name the field, e.g.
+// "rewriteOptions.target-file-size-bytes: must be positive, got -1".
+func ValidatePolicy(t Type, content json.RawMessage) error {
+	return validatePolicy(t, content)
+}

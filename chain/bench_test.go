@@ -1,0 +1,221 @@
+package chain
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"github.com/apache/iceberg-go/table/compaction"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/testdata"
+)
+
+// benchTable creates ns.name in a fresh local catalog and fills it with
+// files data files of rows rows each, in one commit. With days > 0 the
+// table is partitioned by day(ts) and file i holds day i%days only.
+func benchTable(b *testing.B, name string, files, rows, days int) (catalog.Catalog, table.Identifier) {
+	b.Helper()
+	ctx := context.Background()
+	cat, err := catalogs.OpenLocal(ctx, b.TempDir(), true)
+	require.NoError(b, err)
+	ident := table.Identifier{"bench", name}
+	require.NoError(b, cat.CreateNamespace(ctx, table.Identifier{"bench"}, nil))
+	sc := testdata.Schema()
+	opts := []catalog.CreateTableOpt{catalog.WithProperties(iceberg.Properties{
+		table.WriteTargetFileSizeBytesKey: strconv.Itoa(512 << 20),
+	})}
+	if days > 0 {
+		ts, _ := sc.FindFieldByName("ts")
+		spec := iceberg.NewPartitionSpec(iceberg.PartitionField{
+			SourceIDs: []int{ts.ID}, FieldID: 1000, Name: "ts_day", Transform: iceberg.DayTransform{},
+		})
+		opts = append(opts, catalog.WithPartitionSpec(&spec))
+	}
+	tbl, err := cat.CreateTable(ctx, ident, sc, opts...)
+	require.NoError(b, err)
+	asc, err := table.SchemaToArrowSchema(sc, nil, false, false)
+	require.NoError(b, err)
+	txn := tbl.NewTransaction()
+	rng := rand.New(rand.NewPCG(1, 2))
+	cats := []string{"books", "games", "garden", "music", "outdoor", "pets", "tools", "toys"}
+	base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	for f := range files {
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, asc)
+		for r := range rows {
+			rb.Field(0).(*array.Int64Builder).Append(int64(f*rows + r))
+			rb.Field(1).(*array.StringBuilder).Append(cats[rng.IntN(len(cats))])
+			rb.Field(2).(*array.Float64Builder).Append(rng.Float64() * 1000)
+			day := rng.IntN(7)
+			if days > 0 {
+				day = f % days
+			}
+			ts := base.Add(time.Duration(day)*24*time.Hour + time.Duration(rng.Int64N(int64(24*time.Hour))))
+			rb.Field(3).(*array.TimestampBuilder).Append(arrow.Timestamp(ts.UnixMicro()))
+			if rng.IntN(10) == 0 {
+				rb.Field(4).(*array.StringBuilder).AppendNull()
+			} else {
+				rb.Field(4).(*array.StringBuilder).Append(fmt.Sprintf("note-%016x%016x%016x", rng.Uint64(), rng.Uint64(), rng.Uint64()))
+			}
+		}
+		rec := rb.NewRecordBatch()
+		at := array.NewTableFromRecords(asc, []arrow.RecordBatch{rec})
+		require.NoError(b, txn.AppendTable(ctx, at, int64(rows), nil))
+		at.Release()
+		rec.Release()
+		rb.Release()
+	}
+	_, err = txn.Commit(ctx)
+	require.NoError(b, err)
+	return cat, ident
+}
+
+// rollback makes snapshot id current again, so every iteration compacts
+// the same input files (they stay on disk: nothing is expired).
+func rollback(b *testing.B, cat catalog.Catalog, ident table.Identifier, id int64) {
+	b.Helper()
+	tbl, err := cat.LoadTable(context.Background(), ident)
+	require.NoError(b, err)
+	if tbl.CurrentSnapshot().SnapshotID == id {
+		return
+	}
+	txn := tbl.NewTransaction()
+	require.NoError(b, txn.RollbackToSnapshot(id))
+	_, err = txn.Commit(context.Background())
+	require.NoError(b, err)
+}
+
+func dataBytes(b *testing.B, tbl *table.Table) int64 {
+	b.Helper()
+	tasks, err := tbl.Scan().PlanFiles(context.Background())
+	require.NoError(b, err)
+	var n int64
+	for _, t := range tasks {
+		n += t.File.FileSizeBytes()
+	}
+	return n
+}
+
+// BenchmarkCompaction200x10k compacts 200 files of 10,000 rows (~85 MB)
+// with the chain and, in the same iterations, runs the write-only
+// baseline: read every row with an iceberg-go scan and write it once with
+// table.WriteRecords (same writer, same codec, no commit). It reports both
+// throughputs and chain/baseline.
+func BenchmarkCompaction200x10k(b *testing.B) {
+	cat, ident := benchTable(b, "c200", 200, 10_000, 0)
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, ident)
+	require.NoError(b, err)
+	orig := tbl.CurrentSnapshot().SnapshotID
+	in := dataBytes(b, tbl)
+	var chainT, baseT time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		rollback(b, cat, ident, orig)
+		b.StartTimer()
+		start := time.Now()
+		rep, err := Run(ctx, cat, ident, []Step{{Type: Compaction}}, Options{})
+		chainT += time.Since(start)
+		require.NoError(b, err)
+		require.Equal(b, Done, rep.Types[0].Outcome, rep.Types[0].Reason)
+
+		b.StopTimer()
+		tbl, err := cat.LoadTable(ctx, ident)
+		require.NoError(b, err)
+		b.StartTimer()
+		start = time.Now()
+		written := baselineRewrite(b, tbl)
+		baseT += time.Since(start)
+		b.StopTimer()
+		fs, _ := tbl.FS(ctx)
+		for _, f := range written {
+			_ = fs.Remove(f)
+		}
+		b.StartTimer()
+	}
+	mb := float64(in) / 1e6 * float64(b.N)
+	b.ReportMetric(float64(in)/1e6, "input-MB")
+	b.ReportMetric(mb/chainT.Seconds(), "chain-MB/s")
+	b.ReportMetric(mb/baseT.Seconds(), "baseline-MB/s")
+	b.ReportMetric(baseT.Seconds()/chainT.Seconds(), "ratio")
+}
+
+// baselineRewrite reads all rows of tbl and writes them once; it returns
+// the files written.
+func baselineRewrite(b *testing.B, tbl *table.Table) []string {
+	ctx := context.Background()
+	sc, recs, err := tbl.Scan().ToArrowRecords(ctx)
+	require.NoError(b, err)
+	var out []string
+	for df, err := range table.WriteRecords(ctx, tbl, sc, recs, table.WithClusteredWrite()) {
+		require.NoError(b, err)
+		out = append(out, df.FilePath())
+	}
+	return out
+}
+
+// BenchmarkPartitionedGroups compacts a day-partitioned table with 5
+// partitions (5 file groups of 40 files × 10,000 rows) with the chain's
+// concurrent groups and, on the same table rolled back to the same
+// snapshot, with iceberg-go's sequential Table.RewriteDataFiles.
+func BenchmarkPartitionedGroups(b *testing.B) {
+	cat, ident := benchTable(b, "p5", 200, 10_000, 5)
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, ident)
+	require.NoError(b, err)
+	orig := tbl.CurrentSnapshot().SnapshotID
+	in := dataBytes(b, tbl)
+	var oursT, theirsT time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		rollback(b, cat, ident, orig)
+		b.StartTimer()
+		start := time.Now()
+		rep, err := Run(ctx, cat, ident, []Step{{Type: Compaction}}, Options{})
+		oursT += time.Since(start)
+		require.NoError(b, err)
+		require.Equal(b, Done, rep.Types[0].Outcome, rep.Types[0].Reason)
+		require.Len(b, rep.Types[0].Detail.(*CompactionDetail).Groups, 5)
+
+		b.StopTimer()
+		rollback(b, cat, ident, orig)
+		b.StartTimer()
+		start = time.Now()
+		sequentialRewrite(b, cat, ident)
+		theirsT += time.Since(start)
+	}
+	b.ReportMetric(float64(in)/1e6, "input-MB")
+	b.ReportMetric(float64(in)/1e6*float64(b.N)/oursT.Seconds(), "chain-MB/s")
+	b.ReportMetric(float64(in)/1e6*float64(b.N)/theirsT.Seconds(), "iceberg-go-MB/s")
+	b.ReportMetric(theirsT.Seconds()/oursT.Seconds(), "speedup")
+}
+
+// sequentialRewrite plans like the chain and runs iceberg-go's own
+// Table.RewriteDataFiles, which executes the groups one after another.
+func sequentialRewrite(b *testing.B, cat catalog.Catalog, ident table.Identifier) {
+	ctx := context.Background()
+	tbl, err := cat.LoadTable(ctx, ident)
+	require.NoError(b, err)
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	require.NoError(b, err)
+	plan, err := compaction.DefaultConfig().PlanCompaction(tasks)
+	require.NoError(b, err)
+	groups := make([]table.CompactionTaskGroup, len(plan.Groups))
+	for i, g := range plan.Groups {
+		groups[i] = table.CompactionTaskGroup{PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes}
+	}
+	_, err = tbl.RewriteDataFiles(ctx, groups, table.RewriteDataFilesOptions{})
+	require.NoError(b, err)
+}

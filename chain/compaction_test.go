@@ -1,0 +1,239 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tms-dev/tms/sampler"
+)
+
+func TestCompactionSmallFiles(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.small_files")
+	before := b.sum(t)
+	var mu sync.Mutex
+	var seen []string
+	b.opts.Hooks.Sampled = func(_ context.Context, ty Type, when string, r sampler.Result) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, string(ty)+"/"+when)
+		return nil
+	}
+	rep := b.run(t, Step{Type: Compaction})
+	tr := rep.Types[0]
+	require.Equal(t, Done, tr.Outcome, tr.Reason)
+	require.Contains(t, tr.Reason, "data-file-mse")
+	require.Contains(t, tr.Reason, "≥ minDataFileMse")
+	require.EqualValues(t, 200, tr.MetricsBefore.DataFileNumber)
+	require.EqualValues(t, 1, tr.MetricsAfter.DataFileNumber)
+	require.NotEqual(t, tr.BeforeSnapshotID, tr.AfterSnapshotID)
+	require.Equal(t, []string{"compaction/before", "compaction/after"}, seen)
+	require.Equal(t, before, b.sum(t))
+	require.Empty(t, b.strayFiles(t))
+	d, ok := tr.Detail.(*CompactionDetail)
+	require.True(t, ok)
+	require.Equal(t, 200, d.InputFiles)
+	require.Equal(t, 1, d.OutputFiles)
+}
+
+func TestCompactionBelowThresholdSkips(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.small_files")
+	rep := b.run(t, Step{Type: Compaction, Policy: policy(`{"minDataFileMse": 1e30}`)})
+	require.Equal(t, Skipped, rep.Types[0].Outcome)
+	require.Contains(t, rep.Types[0].Reason, "below thresholds: data-file-mse")
+	require.Equal(t, rep.Types[0].BeforeSnapshotID, b.load(t).CurrentSnapshot().SnapshotID)
+}
+
+func TestCompactionDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.small_files")
+	files := diskFiles(t, b.load(t))
+	b.opts.DryRun = true
+	rep := b.run(t, Step{Type: Compaction})
+	require.Equal(t, Skipped, rep.Types[0].Outcome)
+	require.True(t, strings.HasPrefix(rep.Types[0].Reason, "dry run: would rewrite 200 files"), rep.Types[0].Reason)
+	require.Equal(t, files, diskFiles(t, b.load(t)))
+}
+
+func TestCompactionAppliesDeletes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.deletes")
+	before := b.sum(t)
+	rep := b.run(t, Step{Type: Compaction})
+	tr := rep.Types[0]
+	require.Equal(t, Done, tr.Outcome, tr.Reason)
+	require.Contains(t, tr.Reason, "delete-file-number")
+	require.EqualValues(t, 1, tr.MetricsAfter.DataFileNumber)
+	require.Positive(t, tr.MetricsBefore.DeleteFileNumber)
+	require.Zero(t, tr.MetricsAfter.DeleteFileNumber, "every delete file is dead once all data files are rewritten")
+	require.Equal(t, before, b.sum(t))
+	require.Empty(t, b.strayFiles(t))
+}
+
+func TestCompactionWhereOnlyMatchingPartitions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.partitioned")
+	before := b.sum(t)
+	rep := b.run(t, Step{Type: Compaction, Policy: policy(`{"rewriteOptions": {
+		"where": "ts >= '2024-01-05T00:00:00+00:00'", "max-concurrent-file-group-rewrites": "3"}}`)})
+	tr := rep.Types[0]
+	require.Equal(t, Done, tr.Outcome, tr.Reason)
+	require.Equal(t, before, b.sum(t))
+	perPartition := filesPerPartition(t, b.load(t))
+	require.Len(t, perPartition, 7)
+	for day, n := range perPartition {
+		if day >= "2024-01-05" {
+			require.Equal(t, 1, n, day)
+		} else {
+			require.Equal(t, 12, n, day)
+		}
+	}
+	require.Empty(t, b.strayFiles(t))
+}
+
+func TestCompactionPartialProgress(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.partitioned")
+	before := b.sum(t)
+	rep := b.run(t, Step{Type: Compaction, Policy: policy(`{"rewriteOptions": {
+		"partial-progress.enabled": "true", "partial-progress.max-commits": "3"}}`)})
+	tr := rep.Types[0]
+	require.Equal(t, Done, tr.Outcome, tr.Reason)
+	require.Equal(t, 3, tr.Detail.(*CompactionDetail).Commits)
+	require.EqualValues(t, 7, tr.MetricsAfter.DataFileNumber)
+	require.Equal(t, before, b.sum(t))
+	require.Empty(t, b.strayFiles(t))
+}
+
+// filesPerPartition counts the live data files per day partition.
+func filesPerPartition(t *testing.T, tbl *table.Table) map[string]int {
+	t.Helper()
+	tasks, err := tbl.Scan().PlanFiles(t.Context())
+	require.NoError(t, err)
+	out := map[string]int{}
+	for _, task := range tasks {
+		for _, v := range task.File.Partition() {
+			day := v.(iceberg.Date).ToTime().Format("2006-01-02")
+			out[day]++
+		}
+	}
+	return out
+}
+
+// A writer that commits between our plan and our commit: the commit loses
+// the race, nothing of ours is left, and the writer's rows are all there.
+func TestCompactionConcurrentAppend(t *testing.T) {
+	t.Parallel()
+	for _, retries := range []string{"0", "3"} {
+		t.Run("retries="+retries, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, "tms.small_files")
+			b.setProps(t, iceberg.Properties{table.CommitNumRetriesKey: retries})
+			var intended string
+			var once sync.Once
+			b.opts.Hooks.BeforeCommit = func(context.Context, Type) error {
+				once.Do(func() {
+					b.appendRows(t, 1_000_000, 500)
+					intended = b.sum(t).Checksum
+				})
+				return nil
+			}
+			rep := b.run(t, Step{Type: Compaction})
+			tr := rep.Types[0]
+			require.Equal(t, Conflict, tr.Outcome, tr.Reason)
+			require.Contains(t, tr.Reason, "removed")
+			got := b.sum(t)
+			require.Equal(t, intended, got.Checksum)
+			require.EqualValues(t, 200_000+500, got.Rows)
+			require.Empty(t, b.strayFiles(t))
+		})
+	}
+}
+
+func TestCompactionConcurrentDelete(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.small_files")
+	var intended string
+	var once sync.Once
+	b.opts.Hooks.BeforeCommit = func(context.Context, Type) error {
+		once.Do(func() {
+			b.deleteRows(t, 1500)
+			intended = b.sum(t).Checksum
+		})
+		return nil
+	}
+	rep := b.run(t, Step{Type: Compaction})
+	tr := rep.Types[0]
+	require.Equal(t, Conflict, tr.Outcome, tr.Reason)
+	got := b.sum(t)
+	require.Equal(t, intended, got.Checksum)
+	require.EqualValues(t, 200_000-1500, got.Rows)
+	require.Empty(t, b.strayFiles(t))
+}
+
+// A commit after S0 ends the type as ended-drift; the next type still runs.
+func TestDriftEndsTypeAndChainGoesOn(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.small_files")
+	b.opts.Hooks.Sampled = func(_ context.Context, ty Type, when string, _ sampler.Result) error {
+		if ty == Compaction && when == WhenBefore {
+			b.appendRows(t, 1_000_000, 10)
+		}
+		return nil
+	}
+	rep := b.run(t, Step{Type: Compaction},
+		Step{Type: ManifestRewrite, Policy: policy(`{"minManifestNumber": 2}`)})
+	require.Equal(t, EndedDrift, rep.Types[0].Outcome, rep.Types[0].Reason)
+	require.Contains(t, rep.Types[0].Reason, "moved")
+	require.Empty(t, rep.Types[0].Err)
+	require.Equal(t, Done, rep.Types[1].Outcome, rep.Types[1].Reason)
+	require.EqualValues(t, 200_000+10, b.sum(t).Rows)
+	require.Empty(t, b.strayFiles(t))
+}
+
+var errFence = errors.New("fence is stale")
+
+func TestBeforeCommitErrorStopsChain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.small_files")
+	head := b.load(t).CurrentSnapshot().SnapshotID
+	before := b.sum(t)
+	b.opts.Hooks.BeforeCommit = func(context.Context, Type) error { return errFence }
+	rep, err := Run(b.ctx, b.cat, b.ident, []Step{{Type: Compaction}, {Type: ManifestRewrite}}, b.opts)
+	require.ErrorIs(t, err, errFence)
+	require.Len(t, rep.Types, 1)
+	require.Equal(t, Failed, rep.Types[0].Outcome)
+	require.True(t, rep.Failed())
+	require.Contains(t, rep.Types[0].Err, "fence is stale")
+	require.Equal(t, head, b.load(t).CurrentSnapshot().SnapshotID)
+	require.Equal(t, before, b.sum(t))
+	require.Empty(t, b.strayFiles(t))
+}
+
+func TestCompactionPolicyTargetAndPartitionLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.partitioned")
+	before := b.sum(t)
+	rep := b.run(t, Step{Type: Compaction, Policy: policy(`{"maxPartitionNum": 2, "minDataFileMse": 1,
+		"rewriteOptions": {"target-file-size-bytes": "1048576", "min-input-files": "2"}}`)})
+	tr := rep.Types[0]
+	require.Equal(t, Done, tr.Outcome, tr.Reason)
+	require.EqualValues(t, 1<<20, tr.MetricsBefore.TargetFileSize, "S0 is sampled against the policy's target")
+	require.Len(t, tr.Detail.(*CompactionDetail).Groups, 2)
+	compacted := 0
+	for _, n := range filesPerPartition(t, b.load(t)) {
+		if n == 1 {
+			compacted++
+		}
+	}
+	require.Equal(t, 2, compacted)
+	require.Equal(t, before, b.sum(t))
+}

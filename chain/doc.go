@@ -1,0 +1,87 @@
+// Package chain owns the maintenance chain of one Iceberg table: the
+// maintenance types (compaction, manifest-rewrite, snapshot-expiry,
+// orphan-cleanup), their fixed order, the decision of each type from its S0
+// metrics and policy content, the work done with iceberg-go, and the safety
+// around every commit: a drift check against S0, the caller's BeforeCommit
+// gate, conflict classification, and deletion of every file an attempt
+// wrote that no commit claimed.
+//
+// Chain must not talk to the ledger or to any database: it has no SQL and
+// knows nothing of jobs or fences. The runner connects it to the ledger
+// through Hooks (Sampled to record metrics, BeforeCommit to check the fence,
+// ProtectedSnapshots to learn the snapshots other in-flight jobs planned
+// from). It does not choose catalogs either; callers pass an open one.
+//
+// # Order and outcomes
+//
+// Run executes the steps it is given in chain order. For each type it loads
+// the table, samples S0 (Hooks.Sampled "before"), decides (the reason is
+// kept either way), works, and before each commit checks drift.Check
+// against S0 and then Hooks.BeforeCommit. A type that committed is sampled
+// again (Hooks.Sampled "after"). There is no re-sample loop: a type whose
+// table moved ends ended-drift and the next type runs.
+//
+// A dry run decides and plans but writes and deletes nothing; every type
+// that would work ends skipped with a reason starting "dry run: would".
+//
+// # Conflicts in iceberg-go v0.7.0
+//
+// The SQL catalog checks the commit's requirements (AssertRefSnapshotID on
+// main) against the table it loads inside CommitTable. A concurrent commit
+// that landed before that load makes the check fail with a plain
+// "requirement failed: branch main has changed" error that wraps no
+// sentinel, so Table.doCommit does not retry it whatever
+// commit.retry.num-retries says. Only a commit that lands between that check
+// and the compare-and-swap UPDATE yields an error wrapping
+// table.ErrCommitFailed; doCommit retries those only when
+// commit.retry.num-retries is above its default of 0, re-validating against
+// the new head (a rewrite whose input files were deleted meanwhile fails
+// with table.ErrCommitDiverged) and rebuilding the manifest list. Chain
+// classifies all three as Conflict. In every non-done outcome it reloads
+// the table, keeps what the table references (a commit that reported an
+// error may have landed), and deletes the rest of what the attempt wrote:
+// data files, manifests and manifest lists (recorded through a wrapping
+// FileIO) and a metadata.json the catalog wrote for the failed commit.
+//
+// # Policies
+//
+// Policy content is Gravitino-shaped; rewriteOptions values may be strings
+// (as Gravitino stores them) or JSON numbers and booleans. Unknown keys are
+// errors so typos do not silently fall back to defaults; the coordinator's
+// keys (schedule, minIntervalMs, jobOptions) are ignored. Fields:
+//
+//   - compaction: minDataFileMse (default 405323966463344, Gravitino's),
+//     minDeleteFileNumber (1), dataFileMseWeight (1), deleteFileNumberWeight
+//     (100; accepted for Gravitino compatibility, used only by the
+//     coordinator's scoring), maxPartitionNum or max-partition-num (50: the
+//     partitions with the most candidate files are compacted first);
+//     rewriteOptions target-file-size-bytes (the table's
+//     write.target-file-size-bytes; also the T that S0's data-file-mse is
+//     sampled against), min-input-files (5), partial-progress.enabled
+//     (false), partial-progress.max-commits (10),
+//     max-concurrent-file-group-rewrites (5, capped at GOMAXPROCS because a
+//     group's writer is CPU bound), delete-file-threshold (5), where (see
+//     below). It triggers when data-file-mse ≥ minDataFileMse or, with at
+//     least one delete file, delete-file-number ≥ minDeleteFileNumber.
+//   - manifest-rewrite: minManifestNumber (100) with maxAvgManifestSizeBytes
+//     (8 MiB), or maxManifestNumber (500) at any size; rewriteOptions
+//     target-manifest-size-bytes (the table's commit.manifest.target-size-bytes).
+//   - snapshot-expiry: older-than (a duration such as "120h" or "5d") or
+//     olderThanMs / older-than-ms, retain-last or retainLast (≥ 1), and
+//     clean-expired-files (true), each top level or in rewriteOptions;
+//     unset ones fall back to the table's history.expire.max-snapshot-age-ms
+//     and history.expire.min-snapshots-to-keep (Iceberg: 5 days, 1).
+//   - orphan-cleanup: older-than / olderThanMs as above, default 72h,
+//     refused below 1h.
+//
+// The compaction `where` option is a conjunction of comparisons, e.g.
+// `ts >= '2024-01-05T00:00:00+00:00' AND category = 'books'`. It selects
+// the data files that may hold matching rows (by partition and column
+// bounds, like a scan); selected files are rewritten whole, so rows outside
+// the filter in a selected file are kept, never dropped. On a table
+// partitioned by the filtered column this compacts exactly the matching
+// partitions.
+//
+// Snapshot expiry and orphan planning use iceberg-go's own clock
+// (time.Now); Options.Now only feeds the sampler's snapshot ages.
+package chain

@@ -1,0 +1,70 @@
+package chain
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"go.uber.org/zap"
+)
+
+// rewriteManifests merges many or small manifests with iceberg-go's
+// Transaction.RewriteManifests when S0 has at least minManifestNumber
+// manifests averaging under maxAvgManifestSizeBytes, or at least
+// maxManifestNumber manifests of any size.
+func (s *stepState) rewriteManifests(ctx context.Context, p manifestPolicy, log *zap.Logger) (string, error) {
+	m := s.s0.Metrics
+	if s.s0.SnapshotID == 0 {
+		return "", skip{"table has no snapshot"}
+	}
+	var trigger string
+	switch {
+	case m.ManifestNumber >= p.maxManifestNumber:
+		trigger = fmt.Sprintf("manifest-number %d ≥ maxManifestNumber %d", m.ManifestNumber, p.maxManifestNumber)
+	case m.ManifestNumber >= p.minManifestNumber && m.AvgManifestSize < float64(p.maxAvgManifestSizeBytes):
+		trigger = fmt.Sprintf("manifest-number %d ≥ minManifestNumber %d and avg-manifest-size %.0f < maxAvgManifestSizeBytes %d",
+			m.ManifestNumber, p.minManifestNumber, m.AvgManifestSize, p.maxAvgManifestSizeBytes)
+	default:
+		return "", skip{fmt.Sprintf("below thresholds: manifest-number %d (min %d, or %d at any size), avg-manifest-size %.0f (max %d)",
+			m.ManifestNumber, p.minManifestNumber, p.maxManifestNumber, m.AvgManifestSize, p.maxAvgManifestSizeBytes)}
+	}
+	if s.r.opts.DryRun {
+		return "", skip{fmt.Sprintf("dry run: would rewrite %d manifests; %s", m.ManifestNumber, trigger)}
+	}
+	txn := s.tbl.NewTransaction()
+	res, err := txn.RewriteManifests(ctx, table.WithManifestTargetSize(p.targetManifestSize))
+	if err != nil {
+		return "", fmt.Errorf("rewrite manifests: %w", err)
+	}
+	if res.IsNoOp() {
+		return "", skip{fmt.Sprintf("%s, but iceberg-go found nothing to merge (%s)", trigger, res.NoOpReason)}
+	}
+	if err := s.gate(ctx); err != nil {
+		return "", err
+	}
+	tbl, err := txn.Commit(ctx)
+	if err != nil {
+		return "", fmt.Errorf("commit manifest rewrite: %w", err)
+	}
+	s.committed(tbl)
+	log.Info("rewrote manifests", zap.Int("rewritten", len(res.RewrittenManifests)), zap.Int("added", len(res.AddedManifests)))
+	s.rep.Detail = map[string]int{"rewritten_manifests": len(res.RewrittenManifests), "added_manifests": len(res.AddedManifests)}
+	return fmt.Sprintf("%s: merged %d manifests into %d", trigger, len(res.RewrittenManifests), len(res.AddedManifests)), nil
+}
+
+// manifestCount is used by tests and reports: the number of manifests of
+// the current snapshot of tbl.
+func manifestCount(tbl *table.Table) (int, error) {
+	snap := tbl.CurrentSnapshot()
+	if snap == nil {
+		return 0, nil
+	}
+	fs, err := tbl.FS(context.Background())
+	if err != nil {
+		return 0, err
+	}
+	var mans []iceberg.ManifestFile
+	mans, err = snap.Manifests(fs)
+	return len(mans), err
+}

@@ -1,0 +1,316 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"go.uber.org/zap"
+
+	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/drift"
+	"github.com/tms-dev/tms/sampler"
+)
+
+// runner holds what every type of one chain shares.
+type runner struct {
+	cat   catalog.Catalog
+	ident table.Identifier
+	opts  Options
+	log   *zap.Logger
+	now   func() time.Time
+}
+
+// stepState is one type in flight: its S0, the table it planned from, and
+// the files it wrote that no commit has claimed yet.
+type stepState struct {
+	r    *runner
+	t    Type
+	tbl  *table.Table // the S0 table, writing through rec
+	base drift.Base
+	s0   sampler.Result
+	rec  *recorder
+	// commits counts the commits of this type that landed.
+	commits int
+	// s0Snapshots are the snapshot ids in the metadata at S0.
+	s0Snapshots map[int64]bool
+	rep         *TypeReport
+}
+
+// driftError ends a type as ended-drift: HEAD moved after S0.
+type driftError struct{ res drift.Result }
+
+func (e *driftError) Error() string { return "table changed after S0: " + e.res.Reason }
+
+// hookError is an error of a caller hook; it stops the chain.
+type hookError struct {
+	what string
+	err  error
+}
+
+func (e *hookError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *hookError) Unwrap() error { return e.err }
+
+// skip ends a type as skipped with a reason.
+type skip struct{ reason string }
+
+func (s skip) Error() string { return s.reason }
+
+func run(ctx context.Context, cat catalog.Catalog, ident table.Identifier, steps []Step, opts Options) (Report, error) {
+	start := time.Now()
+	rep := Report{Table: catalogs.IdentString(ident)}
+	if cat == nil {
+		return rep, errors.New("chain: nil catalog")
+	}
+	if err := checkSteps(steps); err != nil {
+		return rep, err
+	}
+	r := &runner{cat: cat, ident: ident, opts: opts, log: opts.Log, now: opts.Now}
+	if r.log == nil {
+		r.log = zap.NewNop()
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	r.log = r.log.With(zap.String("table", rep.Table))
+
+	var stopErr error
+	for i, st := range steps {
+		tr, err := r.runStep(ctx, st)
+		rep.Types = append(rep.Types, tr)
+		if i == 0 || rep.BeforeSnapshotID == 0 {
+			rep.BeforeSnapshotID = tr.BeforeSnapshotID
+		}
+		if tr.AfterSnapshotID != 0 || tr.BeforeSnapshotID != 0 {
+			rep.AfterSnapshotID = tr.AfterSnapshotID
+		}
+		if err != nil {
+			stopErr = err
+			break
+		}
+	}
+	if tbl, err := cat.LoadTable(context.WithoutCancel(ctx), ident); err == nil {
+		rep.TableUUID = tbl.Metadata().TableUUID().String()
+		if s := tbl.CurrentSnapshot(); s != nil {
+			rep.AfterSnapshotID = s.SnapshotID
+		}
+	}
+	rep.Duration = time.Since(start)
+	return rep, stopErr
+}
+
+func checkSteps(steps []Step) error {
+	last := -1
+	for _, s := range steps {
+		i := slices.Index(chainOrder, s.Type)
+		if i < 0 {
+			return fmt.Errorf("%w: unknown maintenance type %q (want one of %s)", ErrInvalidPolicy, s.Type, typeList())
+		}
+		if i <= last {
+			return fmt.Errorf("%w: step %q is out of chain order or repeated (order: %s)", ErrInvalidPolicy, s.Type, typeList())
+		}
+		last = i
+	}
+	return nil
+}
+
+// runStep runs one type. Its error is non-nil only when the chain must stop.
+func (r *runner) runStep(ctx context.Context, st Step) (tr TypeReport, stop error) {
+	start := time.Now()
+	tr = TypeReport{Type: st.Type}
+	log := r.log.With(zap.String("type", string(st.Type)))
+	defer func() {
+		tr.Duration = time.Since(start)
+		log.Info("maintenance type finished", zap.String("outcome", string(tr.Outcome)),
+			zap.String("reason", tr.Reason), zap.Duration("elapsed", tr.Duration))
+	}()
+	fail := func(err error) {
+		tr.Outcome, tr.Err = Failed, err.Error()
+		tr.Reason = err.Error()
+	}
+	if err := ctx.Err(); err != nil {
+		fail(err)
+		return tr, err
+	}
+	work, target, err := r.prepare(st)
+	if err != nil {
+		fail(err)
+		return tr, nil
+	}
+	tbl, err := catalogs.LoadTable(ctx, r.cat, r.ident)
+	if err != nil {
+		fail(err)
+		return tr, nil
+	}
+	if v := tbl.Metadata().Version(); v < 1 || v > 3 {
+		fail(fmt.Errorf("unsupported table format version %d", v))
+		return tr, nil
+	}
+	sopts := sampler.Options{Now: r.now, TargetFileSize: target}
+	s0, err := sampler.Sample(ctx, tbl, 0, sopts)
+	if err != nil {
+		fail(fmt.Errorf("sample S0: %w", err))
+		return tr, nil
+	}
+	tr.BeforeSnapshotID, tr.AfterSnapshotID = s0.SnapshotID, s0.SnapshotID
+	tr.MetricsBefore, tr.MetricsAfter = s0.Metrics, s0.Metrics
+	if h := r.opts.Hooks.Sampled; h != nil {
+		if err := h(ctx, st.Type, WhenBefore, s0); err != nil {
+			err = &hookError{"sampled hook", err}
+			fail(err)
+			return tr, fmt.Errorf("chain %s: %w", st.Type, err)
+		}
+	}
+	s := &stepState{r: r, t: st.Type, base: drift.BaseOf(tbl), s0: s0, rec: &recorder{}, rep: &tr, s0Snapshots: map[int64]bool{}}
+	for _, snap := range tbl.Metadata().Snapshots() {
+		s.s0Snapshots[snap.SnapshotID] = true
+	}
+	s.tbl = recordingTable(tbl, r.cat, s.rec)
+
+	reason, err := work(ctx, s, log)
+	switch {
+	case err == nil:
+		tr.Outcome, tr.Reason = Done, reason
+		// iceberg-go's commit retry can leave manifests of superseded
+		// attempts behind; they are ours and unreferenced.
+		if removed, cerr := s.cleanup(context.WithoutCancel(ctx)); cerr != nil {
+			log.Warn("cleanup after commit", zap.Error(cerr))
+		} else if removed > 0 {
+			tr.Reason += fmt.Sprintf("; removed %d unreferenced files left by commit retries", removed)
+		}
+	case errors.As(err, new(skip)):
+		tr.Outcome, tr.Reason = Skipped, err.Error()
+		if removed, cerr := s.cleanup(context.WithoutCancel(ctx)); cerr != nil || removed > 0 {
+			log.Warn("files written by a skipped type", zap.Int("removed", removed), zap.Error(cerr))
+		}
+	default:
+		tr.Outcome, tr.Reason, tr.Err = classify(err), err.Error(), err.Error()
+		if tr.Outcome == EndedDrift {
+			tr.Err = ""
+		}
+		if removed, cerr := s.cleanup(context.WithoutCancel(ctx)); cerr != nil {
+			tr.Reason += "; cleanup: " + cerr.Error()
+		} else if removed > 0 {
+			tr.Reason += fmt.Sprintf("; removed %d written files", removed)
+		}
+		if s.commits > 0 {
+			tr.Reason += fmt.Sprintf(" (%d earlier commits of this type were kept)", s.commits)
+		}
+		var he *hookError
+		if errors.As(err, &he) || ctx.Err() != nil {
+			stop = fmt.Errorf("chain %s: %w", st.Type, err)
+		}
+	}
+	if s.commits == 0 {
+		return tr, stop
+	}
+	after, err := catalogs.LoadTable(ctx, r.cat, r.ident)
+	if err == nil {
+		var s1 sampler.Result
+		if s1, err = sampler.Sample(ctx, after, 0, sopts); err == nil {
+			tr.AfterSnapshotID, tr.MetricsAfter = s1.SnapshotID, s1.Metrics
+			if h := r.opts.Hooks.Sampled; h != nil {
+				if herr := h(ctx, st.Type, WhenAfter, s1); herr != nil && stop == nil {
+					stop = fmt.Errorf("chain %s: %w", st.Type, &hookError{"sampled hook", herr})
+				}
+			}
+		}
+	}
+	if err != nil && stop == nil {
+		tr.Reason += "; sample S1: " + err.Error()
+	}
+	return tr, stop
+}
+
+// workFunc decides and works on one type. It returns the reason of a Done
+// outcome, a skip error for Skipped, or the error that ended the type.
+type workFunc func(ctx context.Context, s *stepState, log *zap.Logger) (string, error)
+
+// prepare parses the policy of st and returns its work function and the
+// target file size to sample with (0: the table's), so that a compaction
+// policy's target-file-size-bytes is also the T of its data-file-mse.
+func (r *runner) prepare(st Step) (workFunc, int64, error) {
+	switch st.Type {
+	case Compaction:
+		p, err := parseCompaction(st.Policy)
+		return func(ctx context.Context, s *stepState, log *zap.Logger) (string, error) {
+			return s.compact(ctx, p, log)
+		}, p.targetFileSize, err
+	case ManifestRewrite:
+		p, err := parseManifests(st.Policy)
+		return func(ctx context.Context, s *stepState, log *zap.Logger) (string, error) {
+			return s.rewriteManifests(ctx, p, log)
+		}, 0, err
+	case SnapshotExpiry:
+		p, err := parseExpiry(st.Policy)
+		return func(ctx context.Context, s *stepState, log *zap.Logger) (string, error) {
+			return s.expire(ctx, p, log)
+		}, 0, err
+	case OrphanCleanup:
+		p, err := parseOrphans(st.Policy)
+		return func(ctx context.Context, s *stepState, log *zap.Logger) (string, error) {
+			return s.cleanOrphans(ctx, p, log)
+		}, 0, err
+	}
+	return nil, 0, fmt.Errorf("%w: unknown maintenance type %q", ErrInvalidPolicy, st.Type)
+}
+
+// gate runs immediately before every commit: drift against the base, then
+// the caller's BeforeCommit hook.
+func (s *stepState) gate(ctx context.Context) error {
+	d, err := drift.Check(ctx, s.r.cat, s.base)
+	if err != nil {
+		return fmt.Errorf("check drift before commit: %w", err)
+	}
+	if !d.Kind.MayCommit() {
+		return &driftError{d}
+	}
+	if h := s.r.opts.Hooks.BeforeCommit; h != nil {
+		if err := h(ctx, s.t); err != nil {
+			return &hookError{"before commit", err}
+		}
+	}
+	return nil
+}
+
+// committed records a landed commit: later commits of this type plan from
+// the new head. The recorder keeps its files: cleanup keeps those the table
+// references, so only files of a later, failed commit are removed.
+func (s *stepState) committed(tbl *table.Table) {
+	s.commits++
+	s.base = drift.BaseOf(tbl)
+	s.tbl = recordingTable(tbl, s.r.cat, s.rec)
+}
+
+// classify maps the error that ended a type to its outcome.
+//
+// iceberg-go v0.7.0 reports a lost commit race in two ways. When the
+// concurrent commit landed before our commit loaded the table, the SQL
+// catalog's requirement check (AssertRefSnapshotID) fails with a plain
+// "requirement failed: …" error that wraps nothing. When it landed between
+// that check and the compare-and-swap UPDATE, the error wraps
+// table.ErrCommitFailed; Table.doCommit retries those only when the table
+// property commit.retry.num-retries is above its default of 0, and its
+// conflict validators then report ErrConflictingDataFiles,
+// ErrConflictingDeleteFiles or ErrDataFilesMissing (all wrapping
+// ErrCommitFailed) or ErrCommitDiverged.
+func classify(err error) Outcome {
+	var de *driftError
+	switch {
+	case errors.As(err, &de):
+		return EndedDrift
+	case isConflict(err):
+		return Conflict
+	}
+	return Failed
+}
+
+func isConflict(err error) bool {
+	return errors.Is(err, table.ErrCommitFailed) || errors.Is(err, table.ErrCommitDiverged) ||
+		strings.Contains(err.Error(), "requirement failed:")
+}

@@ -1,0 +1,356 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tms-dev/tms/store"
+)
+
+// Engine runs task kinds on one node. Create it with New, start it with Run;
+// the scheduling methods (Schedule, Upsert, Reschedule, Cancel) may be used
+// before, during and after Run.
+type Engine struct {
+	cfg    Config
+	sch    store.Scheduler
+	log    *zap.Logger
+	kinds  map[string]*Kind
+	pools  map[string]*pool
+	poolOf map[string]*pool // by kind name
+
+	// execCtx is the parent of every callback's context. It is cancelled at
+	// the shutdown deadline or by the watchdog, not when Run's ctx ends, so
+	// callbacks get to finish during a graceful shutdown.
+	execCtx    context.Context
+	execCancel context.CancelFunc
+
+	mu      sync.Mutex
+	running map[store.TaskKey]*Execution
+	wg      sync.WaitGroup // running callbacks
+
+	completions chan completion // to the completer
+	stats       counters
+
+	dead      atomic.Bool   // the watchdog fired: write nothing more
+	ready     chan struct{} // closed once Run is claiming and listening
+	readyOnce sync.Once
+	runOnce   sync.Once
+	fatal     chan error // the watchdog's verdict, buffered 1
+}
+
+// New returns an engine for kinds on sch. It validates cfg and the kinds
+// once, here.
+func New(sch store.Scheduler, cfg Config, kinds ...Kind) (*Engine, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg: cfg, sch: sch, log: cfg.Log.With(zap.String("node", cfg.NodeID)),
+		kinds: map[string]*Kind{}, pools: map[string]*pool{}, poolOf: map[string]*pool{},
+		running: map[store.TaskKey]*Execution{}, fatal: make(chan error, 1),
+		completions: make(chan completion, 4*maxCompletionBatch), ready: make(chan struct{}),
+	}
+	e.execCtx, e.execCancel = context.WithCancel(context.Background())
+	for i := range kinds {
+		k := kinds[i]
+		switch {
+		case k.Name == "":
+			return nil, fmt.Errorf("%w: task kind needs a name", store.ErrInvalidArgument)
+		case k.Handler == nil:
+			return nil, fmt.Errorf("%w: task kind %q needs a handler", store.ErrInvalidArgument, k.Name)
+		case e.kinds[k.Name] != nil:
+			return nil, fmt.Errorf("%w: task kind %q registered twice", store.ErrInvalidArgument, k.Name)
+		}
+		if k.Pool == "" {
+			k.Pool = k.Name
+		}
+		e.kinds[k.Name] = &k
+		p := e.pools[k.Pool]
+		if p == nil {
+			threads := cfg.Pools[k.Pool]
+			if threads == 0 {
+				threads = DefaultThreads
+			}
+			p = newPool(e, k.Pool, threads)
+			e.pools[k.Pool] = p
+		}
+		p.names = append(p.names, k.Name)
+		e.poolOf[k.Name] = p
+	}
+	if len(e.kinds) == 0 {
+		return nil, fmt.Errorf("%w: the engine needs at least one task kind", store.ErrInvalidArgument)
+	}
+	return e, nil
+}
+
+// NodeID returns the node's id (picked_by of its claims).
+func (e *Engine) NodeID() string { return e.cfg.NodeID }
+
+// Schedule inserts a one-shot or first recurring row unless one exists for
+// the key; created says which. A row due at once wakes the kind's pool here
+// and, on PostgreSQL, every node's.
+func (e *Engine) Schedule(ctx context.Context, t store.NewTask) (created bool, err error) {
+	if err := e.known(t.Name); err != nil {
+		return false, err
+	}
+	now := e.cfg.Clock.Now()
+	created, err = e.sch.ScheduleTask(ctx, t, now)
+	if err == nil && created && !t.ExecutionTime.After(now) {
+		e.wake(t.Name)
+	}
+	return created, err
+}
+
+// ScheduleRecurring inserts the row of a recurring kind, due at the kind's
+// next instant, unless it exists.
+func (e *Engine) ScheduleRecurring(ctx context.Context, name, instance string, data []byte) (bool, error) {
+	k := e.kinds[name]
+	if k == nil || k.Schedule == nil {
+		return false, fmt.Errorf("%w: %q is not a recurring task kind", store.ErrInvalidArgument, name)
+	}
+	next := k.Schedule.Next(e.cfg.Clock.Now())
+	return e.Schedule(ctx, store.NewTask{TaskKey: store.TaskKey{Name: name, Instance: instance}, Data: data, ExecutionTime: next})
+}
+
+// Upsert inserts a row or coalesces it into the existing one (see
+// store.Scheduler.UpsertTask), waking the pool when it is due at once.
+func (e *Engine) Upsert(ctx context.Context, t store.NewTask) (created bool, err error) {
+	if err := e.known(t.Name); err != nil {
+		return false, err
+	}
+	now := e.cfg.Clock.Now()
+	created, err = e.sch.UpsertTask(ctx, t, now)
+	if err == nil && !t.ExecutionTime.After(now) {
+		e.wake(t.Name)
+	}
+	return created, err
+}
+
+// Reschedule moves a row to at (see store.Scheduler.RescheduleTask).
+func (e *Engine) Reschedule(ctx context.Context, key store.TaskKey, at time.Time, data []byte) error {
+	if err := e.sch.RescheduleTask(ctx, key, at, data); err != nil {
+		return err
+	}
+	if !at.After(e.cfg.Clock.Now()) {
+		e.wake(key.Name)
+	}
+	return nil
+}
+
+// Cancel deletes a row. If a node is running it, that run's completion is
+// rejected with store.ErrStaleFence and its callback's context is cancelled
+// at the next heartbeat.
+func (e *Engine) Cancel(ctx context.Context, key store.TaskKey) error {
+	return e.sch.CancelTask(ctx, key)
+}
+
+func (e *Engine) known(name string) error {
+	if e.kinds[name] == nil {
+		return fmt.Errorf("%w: unknown task kind %q", store.ErrInvalidArgument, name)
+	}
+	return nil
+}
+
+// wake makes the pool running kind name claim at once.
+func (e *Engine) wake(name string) {
+	if p := e.poolOf[name]; p != nil {
+		p.signal()
+	}
+}
+
+// Run registers the node, starts the pools, the heartbeats, the rescuer and
+// (on PostgreSQL) the listener, and blocks until ctx ends or the watchdog
+// fires. When ctx ends it shuts down gracefully: pools stop claiming,
+// running callbacks get ShutdownTimeout to finish, then their contexts are
+// cancelled and rows they did not complete are released; heartbeats stop
+// last and the node row is removed. It returns nil then. When the watchdog
+// fires it stops claiming, cancels every callback at once and returns an
+// error wrapping ErrWatchdog. Run may be called once.
+func (e *Engine) Run(ctx context.Context) error {
+	first := false
+	e.runOnce.Do(func() { first = true })
+	if !first {
+		return errors.New("coordinator: Run called twice")
+	}
+	if err := e.sch.RegisterNode(ctx, e.cfg.NodeID, e.cfg.Clock.Now()); err != nil {
+		return fmt.Errorf("coordinator: register node: %w", err)
+	}
+	e.log.Info("coordinator node started", zap.Int("pools", len(e.pools)))
+
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	defer stopPolling()
+	liveCtx, stopLiveness := context.WithCancel(context.Background())
+	defer stopLiveness()
+
+	var bg sync.WaitGroup
+	for _, p := range e.pools {
+		bg.Go(func() { p.run(pollCtx) })
+	}
+	bg.Go(func() { e.listen(pollCtx) })
+	var live sync.WaitGroup
+	live.Go(func() { e.liveness(liveCtx) })
+	live.Go(func() { e.completer(liveCtx) })
+
+	var result error
+	select {
+	case <-ctx.Done():
+		stopPolling()
+		bg.Wait()
+		result = e.drain()
+	case err := <-e.fatal:
+		result = err
+	}
+	if result != nil {
+		e.log.Error("watchdog: stopping node", zap.Error(result))
+		e.dead.Store(true)
+		stopPolling()
+		e.execCancel()
+		bg.Wait()
+		e.wg.Wait()
+	}
+	stopLiveness()
+	live.Wait()
+	e.execCancel()
+	if result == nil {
+		rmCtx, cancel := context.WithTimeout(context.Background(), e.cfg.HeartbeatInterval)
+		defer cancel()
+		if err := e.sch.RemoveNode(rmCtx, e.cfg.NodeID); err != nil {
+			e.log.Warn("remove node row", zap.Error(err))
+		}
+	}
+	return result
+}
+
+// drain waits up to ShutdownTimeout for running callbacks, then cancels them
+// and waits for them to return (they release their rows). The watchdog
+// still applies meanwhile: its error is returned at once.
+func (e *Engine) drain() error {
+	done := make(chan struct{})
+	go func() {
+		e.wg.Wait()
+		close(done)
+	}()
+	timeout, stop := e.cfg.Clock.After(e.cfg.ShutdownTimeout)
+	defer stop()
+	select {
+	case <-done:
+		return nil
+	case err := <-e.fatal:
+		return err
+	case <-timeout:
+	}
+	e.mu.Lock()
+	n := len(e.running)
+	e.mu.Unlock()
+	e.log.Warn("shutdown deadline passed; cancelling running callbacks", zap.Int("running", n))
+	e.execCancel()
+	select {
+	case <-done:
+		return nil
+	case err := <-e.fatal:
+		return err
+	}
+}
+
+// Ready returns a channel closed once Run has registered the node, started
+// its pools and (on PostgreSQL) is listening for other nodes' due rows.
+func (e *Engine) Ready() <-chan struct{} { return e.ready }
+
+func (e *Engine) markReady() { e.readyOnce.Do(func() { close(e.ready) }) }
+
+// listen wakes pools on the database's notifications until ctx ends. A
+// backend without them (SQLite) leaves the pools to their poll interval.
+func (e *Engine) listen(ctx context.Context) {
+	for {
+		err := e.sch.ListenTasks(ctx, func() {
+			for _, p := range e.pools {
+				p.signal()
+			}
+			e.markReady()
+		}, e.wake)
+		if errors.Is(err, store.ErrNotSupported) {
+			e.markReady()
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		e.log.Warn("task listener stopped; reconnecting after the poll interval", zap.Error(err))
+		wait, stop := e.cfg.Clock.After(e.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			stop()
+			return
+		case <-wait:
+		}
+		// Rows may have become due while nobody listened.
+		for _, p := range e.pools {
+			p.signal()
+		}
+	}
+}
+
+// runningClaims returns the claims of the callbacks now running.
+func (e *Engine) runningClaims() []store.Task {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	claims := make([]store.Task, 0, len(e.running))
+	for _, x := range e.running {
+		claims = append(claims, x.Task)
+	}
+	return claims
+}
+
+// dropClaims cancels the callbacks of claims this node no longer holds.
+func (e *Engine) dropClaims(lost []store.TaskKey) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, k := range lost {
+		if x := e.running[k]; x != nil {
+			e.log.Warn("claim lost; cancelling its callback", zap.Stringer("task", k))
+			x.cancel()
+		}
+	}
+}
+
+// Stats are counters of one engine since New, for metrics and benchmarks.
+type Stats struct {
+	// Claimed is how many rows this node claimed.
+	Claimed int64
+	// Completed is how many completions committed (success, failure or
+	// release), Stale how many were rejected because the claim was no
+	// longer held, and Failed how many failed for another reason.
+	Completed, Stale, Failed int64
+	// Rescued is how many rows this node's rescuer revived.
+	Rescued int64
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats {
+	return Stats{
+		Claimed: e.stats.claimed.Load(), Completed: e.stats.completed.Load(),
+		Stale: e.stats.stale.Load(), Failed: e.stats.failed.Load(), Rescued: e.stats.rescued.Load(),
+	}
+}
+
+type counters struct {
+	claimed, completed, stale, failed, rescued atomic.Int64
+}
+
+func (e *Engine) countCompletion(err error) {
+	switch {
+	case err == nil:
+		e.stats.completed.Add(1)
+	case errors.Is(err, store.ErrStaleFence):
+		e.stats.stale.Add(1)
+	default:
+		e.stats.failed.Add(1)
+	}
+}

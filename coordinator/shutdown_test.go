@@ -1,0 +1,65 @@
+package coordinator_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/store"
+)
+
+// TestGracefulShutdown checks that Run, when its context ends, lets a
+// running callback finish, and that a callback still running at the
+// shutdown deadline is cancelled and its row released for another node.
+func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.BackendPostgres)
+	started := make(chan string, 2)
+	release := make(chan struct{})
+	finished := make(chan struct{})
+	kind := coordinator.Kind{Name: "slow", Handler: func(ctx context.Context, x *coordinator.Execution) error {
+		started <- x.Task.Instance
+		if x.Task.Instance == "finishes" {
+			<-release
+			close(finished)
+			return nil
+		}
+		<-ctx.Done() // "stuck" only stops when cancelled
+		return ctx.Err()
+	}}
+	clock := coordinator.NewManualClock(time.Now())
+	n := b.start(coordinator.Config{NodeID: "n", Clock: clock, ShutdownTimeout: time.Minute}, kind)
+	for _, inst := range []string{"finishes", "stuck"} {
+		_, err := n.Schedule(b.ctx, store.NewTask{TaskKey: store.TaskKey{Name: "slow", Instance: inst}, ExecutionTime: clock.Now()})
+		require.NoError(t, err)
+	}
+	<-started
+	<-started
+	stopped := make(chan error, 1)
+	go func() { stopped <- n.stop() }()
+	// Run cannot return before the clock reaches the shutdown deadline:
+	// "stuck" only ends when cancelled. "finishes" gets to complete first.
+	close(release)
+	<-finished
+	for done := false; !done; {
+		select {
+		case err := <-stopped:
+			require.NoError(t, err)
+			done = true
+		case <-time.After(10 * time.Millisecond):
+			clock.Advance(10 * time.Second) // towards the shutdown deadline
+		}
+	}
+	_, err := b.sch.GetTask(b.ctx, store.TaskKey{Name: "slow", Instance: "finishes"})
+	require.ErrorIs(t, err, store.ErrNotFound, "the finished callback completed its row")
+	stuck, err := b.sch.GetTask(b.ctx, store.TaskKey{Name: "slow", Instance: "stuck"})
+	require.NoError(t, err)
+	require.False(t, stuck.Picked, "the cancelled callback's row was released")
+	require.Zero(t, stuck.ConsecutiveFailures, "a release is not a failure")
+	nodes, err := b.sch.ListNodes(b.ctx)
+	require.NoError(t, err)
+	require.Empty(t, nodes, "the node row is removed on shutdown")
+}

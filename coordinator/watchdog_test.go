@@ -1,0 +1,76 @@
+package coordinator_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/store"
+	"github.com/tms-dev/tms/store/testdb"
+)
+
+// TestWatchdogStopsCutOffNode cuts a node off from PostgreSQL for real: the
+// node logs in as a role of its own, which the test then forbids to log in
+// before terminating its backends, so every reconnect fails. The node must
+// stop within WatchdogTimeout plus one heartbeat interval, with its running
+// callback cancelled and Run returning ErrWatchdog.
+func TestWatchdogStopsCutOffNode(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.BackendPostgres)
+	u, err := url.Parse(b.url)
+	require.NoError(t, err)
+	schema := u.Query().Get("search_path")
+	role := "tms_wd_" + strings.ToLower(rand.Text()[:12])
+	testdb.PostgresExec(t, b.url, `CREATE ROLE `+role+` LOGIN;
+		GRANT USAGE ON SCHEMA `+schema+` TO `+role+`;
+		GRANT ALL ON ALL TABLES IN SCHEMA `+schema+` TO `+role)
+	t.Cleanup(func() {
+		testdb.PostgresExec(t, b.url, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '`+role+`';
+			DROP OWNED BY `+role+`; DROP ROLE `+role)
+	})
+	u.User = url.User(role)
+	s, err := store.Open(context.Background(), u.String(), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	sch, err := store.TasksOf(s)
+	require.NoError(t, err)
+
+	started, cancelled := make(chan struct{}), make(chan struct{})
+	kind := coordinator.Kind{Name: "long", Handler: func(ctx context.Context, x *coordinator.Execution) error {
+		close(started)
+		<-ctx.Done()
+		close(cancelled)
+		return ctx.Err()
+	}}
+	cfg := coordinator.Config{
+		NodeID: "cut-off", HeartbeatInterval: 100 * time.Millisecond, MissedHeartbeatsLimit: 10,
+		WatchdogTimeout: 500 * time.Millisecond,
+	}
+	n := b.startOn(sch, cfg, kind)
+	_, err = n.Schedule(b.ctx, store.NewTask{TaskKey: store.TaskKey{Name: "long", Instance: "1"}})
+	require.NoError(t, err)
+	<-started
+
+	testdb.PostgresExec(t, b.url, `ALTER ROLE `+role+` NOLOGIN;
+		SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '`+role+`'`)
+	cut := time.Now()
+	err = n.wait()
+	took := time.Since(cut)
+	require.ErrorIs(t, err, coordinator.ErrWatchdog)
+	<-cancelled
+	t.Logf("node stopped %s after the cut (watchdogTimeout %s + heartbeat %s)", took, cfg.WatchdogTimeout, cfg.HeartbeatInterval)
+	// Scheduling slack on a busy machine is allowed on top of the bound.
+	require.Less(t, took, cfg.WatchdogTimeout+cfg.HeartbeatInterval+time.Second)
+
+	task, err := b.sch.GetTask(b.ctx, store.TaskKey{Name: "long", Instance: "1"})
+	require.NoError(t, err)
+	require.True(t, task.Picked, "the cut-off node wrote nothing more; the rescuer elsewhere revives the row")
+	require.False(t, errors.Is(err, store.ErrStaleFence))
+}

@@ -1,0 +1,82 @@
+package runner
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/apache/iceberg-go"
+)
+
+// EnvPropPrefix is the prefix of environment variables whose value is
+// overlaid onto the job's catalog properties: TMS_CATALOG_PROP_<KEY>=VALUE
+// sets property KEY, spelled exactly as iceberg-go spells it (case and all):
+// TMS_CATALOG_PROP_credential, TMS_CATALOG_PROP_token,
+// TMS_CATALOG_PROP_s3.secret-access-key. POSIX shells cannot export names
+// with '.' or '-', but env(1), Kubernetes and job templates can; otherwise
+// use a props file.
+const EnvPropPrefix = "TMS_CATALOG_PROP_"
+
+// CatalogPropsFromEnv returns the catalog properties named by
+// TMS_CATALOG_PROP_<KEY> variables in environ (os.Environ() form). Entries
+// with an empty KEY are ignored.
+func CatalogPropsFromEnv(environ []string) iceberg.Properties {
+	props := iceberg.Properties{}
+	for _, kv := range environ {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, EnvPropPrefix) {
+			continue
+		}
+		if key := strings.TrimPrefix(name, EnvPropPrefix); key != "" {
+			props[key] = value
+		}
+	}
+	return props
+}
+
+// ReadCatalogPropsFile reads catalog properties from a file of key=value
+// lines (the Java .properties subset people actually write: blank lines and
+// lines starting with # or ! are skipped, blanks around the key and value
+// are trimmed, the value is everything after the first '='). A line without
+// '=' or with an empty key is an error naming the line number, not its
+// content, because the content may be a secret.
+func ReadCatalogPropsFile(path string) (iceberg.Properties, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("catalog props file: %w", err)
+	}
+	defer f.Close()
+	props := iceberg.Properties{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == '!' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("catalog props file %s: line %d: want key=value", path, n)
+		}
+		props[k] = strings.TrimSpace(v)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("catalog props file %s: %w", path, err)
+	}
+	return props, nil
+}
+
+// mergeProps returns base overlaid by each overlay in turn (later wins).
+func mergeProps(base map[string]string, overlays ...iceberg.Properties) iceberg.Properties {
+	out := iceberg.Properties{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for _, o := range overlays {
+		for k, v := range o {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,130 @@
+package storetest
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tms-dev/tms/store"
+)
+
+// exerciseRunnerSupport covers what the runner needs beyond plain fenced
+// writes: per-type outcomes on finish, the read-only fence check it makes
+// before every Iceberg commit, and the snapshots other in-flight jobs planned
+// from.
+func exerciseRunnerSupport(t *testing.T, setup func(*testing.T) *bundle) {
+	t.Run("FinishStoresOutcomes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		j := b.job(t, b.table(t, "t").ID, 1)
+		require.Nil(t, j.Outcomes)
+		outcomes := json.RawMessage(`[{"type":"compaction","outcome":"done","reason":"mse above threshold","before_snapshot_id":1,"after_snapshot_id":2,"duration_ms":12},
+			{"type":"snapshot-expiry","outcome":"skipped","reason":"nothing to expire","duration_ms":0}]`)
+		require.NoError(t, b.s.FinishJob(b.ctx, j.ID, j.Fence, store.Finish{
+			Status: store.StatusSucceeded, AfterSnapshotID: ptr(int64(2)), Outcomes: outcomes,
+		}))
+		got := b.get(t, j.ID)
+		require.JSONEq(t, string(outcomes), string(got.Outcomes))
+		require.Equal(t, store.StatusSucceeded, got.Status)
+
+		// Without outcomes the column stays empty.
+		k := b.job(t, b.table(t, "u").ID, 1)
+		require.NoError(t, b.s.FinishJob(b.ctx, k.ID, k.Fence, store.Finish{Status: store.StatusLost}))
+		require.Nil(t, b.get(t, k.ID).Outcomes)
+	})
+
+	t.Run("FinishRejectsBadOutcomes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		j := b.job(t, b.table(t, "t").ID, 1)
+		for _, bad := range []string{`{"type":"compaction"}`, `[{"type":`, `"done"`} {
+			err := b.s.FinishJob(b.ctx, j.ID, j.Fence, store.Finish{Status: store.StatusSucceeded, Outcomes: json.RawMessage(bad)})
+			require.ErrorIs(t, err, store.ErrInvalidArgument, bad)
+		}
+		require.Equal(t, j, b.get(t, j.ID), "a rejected finish changes nothing")
+	})
+
+	t.Run("StartJobOncePerFence", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		j := b.job(t, b.table(t, "t").ID, 1)
+		require.NoError(t, b.s.StartJob(b.ctx, j.ID, j.Fence, time.Now()))
+		started := b.get(t, j.ID)
+
+		err := b.s.StartJob(b.ctx, j.ID, j.Fence, time.Now().Add(time.Minute))
+		require.ErrorIs(t, err, store.ErrStaleFence, "a second runner with the same fence may not start")
+		require.ErrorContains(t, err, "already started")
+		require.Equal(t, started, b.get(t, j.ID))
+
+		// After a bump (the coordinator re-submits), the new holder still
+		// cannot restart a running row; other fenced writes work.
+		fence, err := b.s.BumpFence(b.ctx, j.ID)
+		require.NoError(t, err)
+		require.ErrorIs(t, b.s.StartJob(b.ctx, j.ID, fence, time.Now()), store.ErrStaleFence)
+		require.NoError(t, b.s.SetBeforeSnapshot(b.ctx, j.ID, fence, 7))
+	})
+
+	t.Run("CheckFence", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		j := b.job(t, b.table(t, "t").ID, 1)
+		require.NoError(t, b.s.CheckFence(b.ctx, j.ID, j.Fence))
+		require.NoError(t, b.s.StartJob(b.ctx, j.ID, j.Fence, time.Now()))
+		require.NoError(t, b.s.CheckFence(b.ctx, j.ID, j.Fence), "running is still in flight")
+		before := b.get(t, j.ID)
+
+		fence, err := b.s.BumpFence(b.ctx, j.ID)
+		require.NoError(t, err)
+		require.ErrorIs(t, b.s.CheckFence(b.ctx, j.ID, j.Fence), store.ErrStaleFence)
+		require.ErrorIs(t, b.s.CheckFence(b.ctx, j.ID, fence+1), store.ErrStaleFence, "a future fence is stale too")
+		require.NoError(t, b.s.CheckFence(b.ctx, j.ID, fence))
+		before.Fence = fence
+		require.Equal(t, before, b.get(t, j.ID), "CheckFence writes nothing")
+
+		require.NoError(t, b.s.FinishJob(b.ctx, j.ID, fence, store.Finish{Status: store.StatusSucceeded}))
+		err = b.s.CheckFence(b.ctx, j.ID, fence)
+		require.ErrorIs(t, err, store.ErrStaleFence)
+		require.ErrorContains(t, err, "already finished")
+
+		require.ErrorIs(t, b.s.CheckFence(b.ctx, 1<<40, 1), store.ErrNotFound)
+	})
+
+	t.Run("InFlightBaseSnapshots", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		tbl, other := b.table(t, "t"), b.table(t, "other")
+		self := b.job(t, tbl.ID, 1)
+		require.NoError(t, b.s.SetBeforeSnapshot(b.ctx, self.ID, self.Fence, 100))
+
+		got, err := b.s.InFlightBaseSnapshots(b.ctx, tbl.ID, self.ID)
+		require.NoError(t, err)
+		require.Empty(t, got, "the asking job's own snapshot is excluded")
+
+		// Two other in-flight jobs planned from 300 and 200; one more has
+		// not sampled yet; a finished one and another table's do not count.
+		for policy, snap := range map[int64]int64{2: 300, 3: 200, 4: 300} {
+			j := b.job(t, tbl.ID, policy)
+			require.NoError(t, b.s.SetBeforeSnapshot(b.ctx, j.ID, j.Fence, snap))
+		}
+		b.job(t, tbl.ID, 5)
+		done := b.job(t, tbl.ID, 6)
+		require.NoError(t, b.s.SetBeforeSnapshot(b.ctx, done.ID, done.Fence, 400))
+		require.NoError(t, b.s.FinishJob(b.ctx, done.ID, done.Fence, store.Finish{Status: store.StatusSucceeded}))
+		elsewhere := b.job(t, other.ID, 1)
+		require.NoError(t, b.s.SetBeforeSnapshot(b.ctx, elsewhere.ID, elsewhere.Fence, 500))
+
+		got, err = b.s.InFlightBaseSnapshots(b.ctx, tbl.ID, self.ID)
+		require.NoError(t, err)
+		require.Equal(t, []int64{200, 300}, got)
+
+		got, err = b.s.InFlightBaseSnapshots(b.ctx, tbl.ID, 0)
+		require.NoError(t, err)
+		require.Equal(t, []int64{100, 200, 300}, got, "excluding no job lists every in-flight base")
+
+		got, err = b.s.InFlightBaseSnapshots(b.ctx, 1<<40, 0)
+		require.NoError(t, err)
+		require.Empty(t, got)
+	})
+}

@@ -1,0 +1,385 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tms-dev/tms/store"
+)
+
+// ExerciseTasks runs the conformance suite of store.Scheduler (the task
+// table) against the stores open returns, under the same contract as
+// Exercise.
+func ExerciseTasks(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Helper()
+	setup := func(t *testing.T) *taskBundle {
+		t.Helper()
+		sch, err := store.TasksOf(open(t))
+		require.NoError(t, err)
+		return &taskBundle{s: sch, ctx: t.Context(), now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	}
+	for name, fn := range map[string]func(*testing.T, *taskBundle){
+		"ScheduleAndClaim":        exerciseScheduleAndClaim,
+		"UpsertCoalesces":         exerciseUpsertCoalesces,
+		"UpsertWhilePickedReruns": exerciseUpsertWhilePicked,
+		"ConcurrentClaimsOnce":    exerciseConcurrentClaims,
+		"CompletionIsFenced":      exerciseCompletionFenced,
+		"CompleteWithRollsBack":   exerciseCompleteWithRollback,
+		"BatchCompletion":         exerciseBatchCompletion,
+		"RescheduleAndFailure":    exerciseRescheduleAndFailure,
+		"HeartbeatAndRescue":      exerciseHeartbeatAndRescue,
+		"ConcurrentRescueOnce":    exerciseConcurrentRescue,
+		"Nodes":                   exerciseNodes,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, setup(t))
+		})
+	}
+}
+
+type taskBundle struct {
+	s   store.Scheduler
+	ctx context.Context
+	now time.Time
+}
+
+func (b *taskBundle) schedule(t *testing.T, name, instance string, at time.Time) {
+	t.Helper()
+	created, err := b.s.ScheduleTask(b.ctx, store.NewTask{TaskKey: store.TaskKey{Name: name, Instance: instance}, ExecutionTime: at}, b.now)
+	require.NoError(t, err)
+	require.True(t, created)
+}
+
+func (b *taskBundle) claim(t *testing.T, node string, limit int, names ...string) []store.Task {
+	t.Helper()
+	ts, err := b.s.ClaimTasks(b.ctx, store.ClaimRequest{Names: names, Node: node, Limit: limit, Now: b.now})
+	require.NoError(t, err)
+	return ts
+}
+
+func (b *taskBundle) get(t *testing.T, name, instance string) store.Task {
+	t.Helper()
+	task, err := b.s.GetTask(b.ctx, store.TaskKey{Name: name, Instance: instance})
+	require.NoError(t, err)
+	return task
+}
+
+func exerciseScheduleAndClaim(t *testing.T, b *taskBundle) {
+	b.schedule(t, "k", "due", b.now.Add(-time.Minute))
+	b.schedule(t, "k", "later", b.now.Add(time.Hour))
+	b.schedule(t, "other", "due", b.now)
+	created, err := b.s.ScheduleTask(b.ctx, store.NewTask{TaskKey: store.TaskKey{Name: "k", Instance: "due"}, ExecutionTime: b.now.Add(-time.Hour)}, b.now)
+	require.NoError(t, err)
+	require.False(t, created, "an existing row is left alone")
+	require.Equal(t, b.now.Add(-time.Minute), b.get(t, "k", "due").ExecutionTime)
+
+	got := b.claim(t, "node-a", 10, "k")
+	require.Len(t, got, 1, "only the due row of the asked kind")
+	require.Equal(t, store.TaskKey{Name: "k", Instance: "due"}, got[0].TaskKey)
+	require.True(t, got[0].Picked)
+	require.Equal(t, "node-a", got[0].PickedBy)
+	require.Equal(t, int64(2), got[0].Version)
+	require.Equal(t, b.now, got[0].LastHeartbeat)
+	require.Empty(t, b.claim(t, "node-b", 10, "k"), "a picked row is not claimed again")
+
+	total, picked, err := b.s.CountTasks(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{3, 1}, []int{total, picked})
+
+	require.NoError(t, b.s.CompleteTask(b.ctx, got[0], store.Completion{Action: store.CompleteDelete, Now: b.now}))
+	_, err = b.s.GetTask(b.ctx, got[0].TaskKey)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	require.NoError(t, b.s.CancelTask(b.ctx, store.TaskKey{Name: "k", Instance: "later"}))
+	require.ErrorIs(t, b.s.CancelTask(b.ctx, store.TaskKey{Name: "k", Instance: "later"}), store.ErrNotFound)
+
+	n, err := b.s.ScheduleTasks(b.ctx, []store.NewTask{
+		{TaskKey: store.TaskKey{Name: "bulk", Instance: "1"}}, {TaskKey: store.TaskKey{Name: "bulk", Instance: "2"}},
+		{TaskKey: store.TaskKey{Name: "other", Instance: "due"}},
+	}, b.now)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.Len(t, b.claim(t, "node-a", 10, "bulk", "other"), 3)
+
+	_, err = b.s.ClaimTasks(b.ctx, store.ClaimRequest{Names: []string{"k"}, Node: "n", Limit: 0})
+	require.ErrorIs(t, err, store.ErrInvalidArgument)
+	_, err = b.s.ScheduleTask(b.ctx, store.NewTask{TaskKey: store.TaskKey{Name: "k"}}, b.now)
+	require.ErrorIs(t, err, store.ErrInvalidArgument)
+}
+
+func exerciseUpsertCoalesces(t *testing.T, b *taskBundle) {
+	key := store.TaskKey{Name: "commit-job", Instance: "7"}
+	up := func(at time.Time, data string) bool {
+		created, err := b.s.UpsertTask(b.ctx, store.NewTask{TaskKey: key, ExecutionTime: at, Data: []byte(data)}, b.now)
+		require.NoError(t, err)
+		return created
+	}
+	require.True(t, up(b.now.Add(time.Minute), "a"))
+	require.False(t, up(b.now.Add(2*time.Minute), "b"))
+	require.Equal(t, b.now.Add(time.Minute), b.get(t, key.Name, key.Instance).ExecutionTime, "a later upsert keeps the due time")
+	require.False(t, up(b.now.Add(-time.Second), "c"))
+	got := b.get(t, key.Name, key.Instance)
+	require.Equal(t, b.now.Add(-time.Second), got.ExecutionTime, "an earlier upsert pulls the due time in")
+	require.Equal(t, []byte("c"), got.Data)
+	ts, err := b.s.ListTasks(b.ctx, key.Name, 10)
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+
+	require.NoError(t, b.s.RescheduleTask(b.ctx, key, b.now.Add(time.Hour), nil))
+	got = b.get(t, key.Name, key.Instance)
+	require.Equal(t, b.now.Add(time.Hour), got.ExecutionTime)
+	require.Equal(t, []byte("c"), got.Data, "nil data keeps the data")
+	require.ErrorIs(t, b.s.RescheduleTask(b.ctx, store.TaskKey{Name: "x", Instance: "y"}, b.now, nil), store.ErrNotFound)
+}
+
+func exerciseUpsertWhilePicked(t *testing.T, b *taskBundle) {
+	key := store.TaskKey{Name: "commit-job", Instance: "8"}
+	b.schedule(t, key.Name, key.Instance, b.now)
+	claims := b.claim(t, "node-a", 1, key.Name)
+	require.Len(t, claims, 1)
+	_, err := b.s.UpsertTask(b.ctx, store.NewTask{TaskKey: key, ExecutionTime: b.now.Add(time.Second)}, b.now)
+	require.NoError(t, err)
+	got := b.get(t, key.Name, key.Instance)
+	require.True(t, got.Picked, "an upsert does not disturb the running claim")
+	require.Equal(t, claims[0].Version, got.Version)
+	require.Equal(t, b.now.Add(time.Second), got.RerunAt)
+
+	require.NoError(t, b.s.CompleteTask(b.ctx, claims[0], store.Completion{Action: store.CompleteDelete, Now: b.now}))
+	got = b.get(t, key.Name, key.Instance)
+	require.False(t, got.Picked, "the upserted event gets its own run")
+	require.Equal(t, b.now.Add(time.Second), got.ExecutionTime)
+	require.True(t, got.RerunAt.IsZero())
+	require.Equal(t, b.now, got.LastSuccess)
+}
+
+func exerciseConcurrentClaims(t *testing.T, b *taskBundle) {
+	const n, workers = 300, 6
+	ts := make([]store.NewTask, n)
+	for i := range ts {
+		ts[i] = store.NewTask{TaskKey: store.TaskKey{Name: "one-shot", Instance: fmt.Sprint(i)}}
+	}
+	created, err := b.s.ScheduleTasks(b.ctx, ts, b.now)
+	require.NoError(t, err)
+	require.Equal(t, n, created)
+
+	var (
+		mu   sync.Mutex
+		seen = map[store.TaskKey]int{}
+		wg   sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for {
+				got, err := b.s.ClaimTasks(b.ctx, store.ClaimRequest{Names: []string{"one-shot"}, Node: fmt.Sprint("node-", w), Limit: 7, Now: b.now})
+				if !assertNoError(t, err) || len(got) == 0 {
+					return
+				}
+				for _, c := range got {
+					mu.Lock()
+					seen[c.TaskKey]++
+					mu.Unlock()
+					assertNoError(t, b.s.CompleteTask(b.ctx, c, store.Completion{Action: store.CompleteDelete, Now: b.now}))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, seen, n)
+	for k, c := range seen {
+		require.Equal(t, 1, c, "task %s claimed %d times", k, c)
+	}
+	total, _, err := b.s.CountTasks(b.ctx)
+	require.NoError(t, err)
+	require.Zero(t, total)
+}
+
+func assertNoError(t *testing.T, err error) bool {
+	if err != nil {
+		t.Errorf("unexpected error: %v", err)
+		return false
+	}
+	return true
+}
+
+func exerciseCompletionFenced(t *testing.T, b *taskBundle) {
+	b.schedule(t, "k", "1", b.now)
+	old := b.claim(t, "node-a", 1, "k")[0]
+	revived, err := b.s.RescueTasks(b.ctx, b.now.Add(time.Second))
+	require.NoError(t, err)
+	require.Len(t, revived, 1)
+	require.Equal(t, old.Version+1, revived[0].Version)
+	fresh := b.claim(t, "node-b", 1, "k")[0]
+
+	called := false
+	err = b.s.CompleteTaskWith(b.ctx, old, store.Completion{Action: store.CompleteDelete}, func(ctx context.Context, tx store.TxWriter) error {
+		called = true
+		return nil
+	})
+	require.ErrorIs(t, err, store.ErrStaleFence)
+	require.False(t, called, "a stale claim never reaches the handler's writes")
+	for _, c := range []store.Completion{
+		{Action: store.CompleteDelete}, {Action: store.CompleteRelease},
+		{Action: store.CompleteReschedule, Next: b.now}, {Action: store.CompleteFailure, Next: b.now},
+	} {
+		require.ErrorIs(t, b.s.CompleteTask(b.ctx, old, c), store.ErrStaleFence, "action %d", c.Action)
+	}
+	got := b.get(t, "k", "1")
+	require.Equal(t, "node-b", got.PickedBy)
+	require.Equal(t, fresh.Version, got.Version)
+
+	require.NoError(t, b.s.CompleteTaskWith(b.ctx, fresh, store.Completion{Action: store.CompleteDelete}, func(ctx context.Context, tx store.TxWriter) error {
+		_, err := tx.ScheduleTask(ctx, store.NewTask{TaskKey: store.TaskKey{Name: "follow-up", Instance: "1"}}, b.now)
+		return err
+	}))
+	b.get(t, "follow-up", "1")
+	require.ErrorIs(t, b.s.CompleteTask(b.ctx, fresh, store.Completion{Action: store.CompleteDelete}), store.ErrStaleFence,
+		"a second completion of the same claim is stale")
+
+	b.schedule(t, "k", "2", b.now)
+	c := b.claim(t, "node-a", 1, "k")[0]
+	require.NoError(t, b.s.CancelTask(b.ctx, c.TaskKey))
+	require.ErrorIs(t, b.s.CompleteTask(b.ctx, c, store.Completion{Action: store.CompleteDelete}), store.ErrStaleFence)
+}
+
+func exerciseCompleteWithRollback(t *testing.T, b *taskBundle) {
+	b.schedule(t, "k", "1", b.now)
+	c := b.claim(t, "node-a", 1, "k")[0]
+	boom := errors.New("boom")
+	err := b.s.CompleteTaskWith(b.ctx, c, store.Completion{Action: store.CompleteDelete}, func(ctx context.Context, tx store.TxWriter) error {
+		if _, err := tx.ScheduleTask(ctx, store.NewTask{TaskKey: store.TaskKey{Name: "follow-up", Instance: "1"}}, b.now); err != nil {
+			return err
+		}
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	got := b.get(t, "k", "1")
+	require.True(t, got.Picked, "the completion rolled back with the handler's error")
+	_, err = b.s.GetTask(b.ctx, store.TaskKey{Name: "follow-up", Instance: "1"})
+	require.ErrorIs(t, err, store.ErrNotFound, "the handler's write rolled back")
+	require.NoError(t, b.s.CompleteTask(b.ctx, c, store.Completion{Action: store.CompleteRelease}))
+	got = b.get(t, "k", "1")
+	require.False(t, got.Picked)
+	require.Equal(t, b.now, got.ExecutionTime)
+}
+
+func exerciseBatchCompletion(t *testing.T, b *taskBundle) {
+	for i := range 4 {
+		b.schedule(t, "k", fmt.Sprint(i), b.now)
+	}
+	claims := b.claim(t, "node-a", 4, "k")
+	require.Len(t, claims, 4)
+	require.NoError(t, b.s.CancelTask(b.ctx, claims[0].TaskKey))
+	_, err := b.s.UpsertTask(b.ctx, store.NewTask{TaskKey: claims[1].TaskKey, ExecutionTime: b.now.Add(time.Minute)}, b.now)
+	require.NoError(t, err)
+	stale, err := b.s.CompleteTasks(b.ctx, claims, b.now)
+	require.NoError(t, err)
+	require.Equal(t, []store.TaskKey{claims[0].TaskKey}, stale, "only the cancelled claim is stale")
+	ts, err := b.s.ListTasks(b.ctx, "k", 10)
+	require.NoError(t, err)
+	require.Len(t, ts, 1, "completed rows are gone, except the one an upsert asked to run again")
+	require.Equal(t, claims[1].TaskKey, ts[0].TaskKey)
+	require.False(t, ts[0].Picked)
+	require.Equal(t, b.now.Add(time.Minute), ts[0].ExecutionTime)
+	stale, err = b.s.CompleteTasks(b.ctx, claims[2:], b.now)
+	require.NoError(t, err)
+	require.Len(t, stale, 2, "a claim completes once")
+}
+
+func exerciseRescheduleAndFailure(t *testing.T, b *taskBundle) {
+	b.schedule(t, "cron", "p1", b.now)
+	c := b.claim(t, "node-a", 1, "cron")[0]
+	next := b.now.Add(time.Minute)
+	require.NoError(t, b.s.CompleteTask(b.ctx, c, store.Completion{Action: store.CompleteFailure, Next: next, Now: b.now}))
+	got := b.get(t, "cron", "p1")
+	require.False(t, got.Picked)
+	require.Equal(t, 1, got.ConsecutiveFailures)
+	require.Equal(t, b.now, got.LastFailure)
+	require.Equal(t, next, got.ExecutionTime)
+
+	b.now = next
+	c = b.claim(t, "node-a", 1, "cron")[0]
+	require.NoError(t, b.s.CompleteTask(b.ctx, c, store.Completion{Action: store.CompleteReschedule, Next: next.Add(time.Hour), Data: []byte("d"), Now: next}))
+	got = b.get(t, "cron", "p1")
+	require.Zero(t, got.ConsecutiveFailures)
+	require.Equal(t, next, got.LastSuccess)
+	require.Equal(t, next.Add(time.Hour), got.ExecutionTime)
+	require.Equal(t, []byte("d"), got.Data)
+	require.ErrorIs(t, b.s.CompleteTask(b.ctx, c, store.Completion{Action: store.CompleteFailure}), store.ErrInvalidArgument)
+}
+
+func exerciseHeartbeatAndRescue(t *testing.T, b *taskBundle) {
+	for i := range 3 {
+		b.schedule(t, "k", fmt.Sprint(i), b.now)
+	}
+	claims := b.claim(t, "node-a", 3, "k")
+	require.Len(t, claims, 3)
+	require.NoError(t, b.s.CancelTask(b.ctx, claims[2].TaskKey))
+
+	later := b.now.Add(time.Minute)
+	lost, err := b.s.HeartbeatTasks(b.ctx, "node-a", claims, later)
+	require.NoError(t, err)
+	require.Equal(t, []store.TaskKey{claims[2].TaskKey}, lost)
+	require.Equal(t, later, b.get(t, "k", claims[0].Instance).LastHeartbeat)
+	lost, err = b.s.HeartbeatTasks(b.ctx, "node-b", claims[:1], later)
+	require.NoError(t, err)
+	require.Len(t, lost, 1, "another node cannot heartbeat a claim it does not hold")
+
+	revived, err := b.s.RescueTasks(b.ctx, later)
+	require.NoError(t, err)
+	require.Empty(t, revived, "fresh heartbeats are not rescued")
+	revived, err = b.s.RescueTasks(b.ctx, later.Add(time.Second))
+	require.NoError(t, err)
+	require.Len(t, revived, 2)
+	lost, err = b.s.HeartbeatTasks(b.ctx, "node-a", claims[:2], later)
+	require.NoError(t, err)
+	require.Len(t, lost, 2, "a rescued claim is lost to its old holder")
+	require.Len(t, b.claim(t, "node-b", 5, "k"), 2, "rescued rows are due again")
+}
+
+func exerciseConcurrentRescue(t *testing.T, b *taskBundle) {
+	const n = 50
+	ts := make([]store.NewTask, n)
+	for i := range ts {
+		ts[i] = store.NewTask{TaskKey: store.TaskKey{Name: "k", Instance: fmt.Sprint(i)}}
+	}
+	_, err := b.s.ScheduleTasks(b.ctx, ts, b.now)
+	require.NoError(t, err)
+	require.Len(t, b.claim(t, "dead", n, "k"), n)
+	var (
+		mu    sync.Mutex
+		total int
+		wg    sync.WaitGroup
+	)
+	for range 4 {
+		wg.Go(func() {
+			got, err := b.s.RescueTasks(b.ctx, b.now.Add(time.Hour))
+			assertNoError(t, err)
+			mu.Lock()
+			total += len(got)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	require.Equal(t, n, total, "every row revived exactly once across concurrent rescuers")
+}
+
+func exerciseNodes(t *testing.T, b *taskBundle) {
+	require.NoError(t, b.s.RegisterNode(b.ctx, "node-a", b.now))
+	require.NoError(t, b.s.HeartbeatNode(b.ctx, "node-a", b.now.Add(time.Second)))
+	require.ErrorIs(t, b.s.HeartbeatNode(b.ctx, "node-x", b.now), store.ErrNotFound)
+	ns, err := b.s.ListNodes(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []store.Node{{ID: "node-a", StartedAt: b.now, LastHeartbeat: b.now.Add(time.Second)}}, ns)
+	require.NoError(t, b.s.RemoveNode(b.ctx, "node-a"))
+	require.NoError(t, b.s.RemoveNode(b.ctx, "node-a"))
+	ns, err = b.s.ListNodes(b.ctx)
+	require.NoError(t, err)
+	require.Empty(t, ns)
+}
