@@ -12,6 +12,28 @@
 // short: long work (Spark, tms-runner) is tracked in the job ledger, never in
 // a claimed task.
 //
+// Decisions worth knowing:
+//
+//   - A claim takes as many due rows as the pool has free threads, in one
+//     statement; the row's version (incremented by the claim) is the fencing
+//     token every later write carries.
+//   - A one-shot success that the handler did not complete itself is handed
+//     to a per-node completer that deletes many rows per statement, each
+//     guarded by its own version, and the thread is free at once. The row
+//     stays picked until that commit, so no other node can claim it.
+//     Handlers that write rows of their own use Execution.Complete, which
+//     runs the guarded completion and their writes in one transaction.
+//   - An upsert that arrives while its row is running sets the row's
+//     rerun_at; the running claim's completion puts the row back instead of
+//     deleting it, so coalescing never loses an event.
+//   - WatchdogTimeout defaults to half the stale-claim age and must stay
+//     below it: a node cut off from the database stops before anyone
+//     revives its claims. On a watchdog stop the node writes nothing more;
+//     graceful shutdown instead releases (unpicks) rows whose callbacks it
+//     cancelled at the deadline.
+//   - A recurring task's next instant is computed from the completion time,
+//     so missed instants are skipped, never run twice.
+//
 // What it must not do: touch data files or Iceberg tables, run SQL (every
 // statement lives in package store, reached through store.Scheduler), or log
 // through a global logger (a *zap.Logger is passed in Config). Time comes

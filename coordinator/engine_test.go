@@ -24,7 +24,7 @@ func TestDrainExactlyOnce(t *testing.T) {
 		tasks, nodes, threads int
 	}{
 		{store.BackendPostgres, 20000, 4, 8},
-		{store.BackendSQLite, 600, 2, 4},
+		{store.BackendSQLite, 300, 2, 4},
 	} {
 		t.Run(tc.backend, func(t *testing.T) {
 			t.Parallel()

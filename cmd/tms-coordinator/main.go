@@ -1,5 +1,6 @@
 // Command tms-coordinator is the TMS sidecar beside the catalog. For now it
-// migrates its database (migrate) and checks that the database answers (ping);
+// migrates its database (migrate), checks that the database answers (ping)
+// and measures the scheduling engine (bench: a no-op drain);
 // scheduling, policies and the HTTP API come with later issues.
 package main
 

@@ -1,0 +1,86 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/store"
+)
+
+func TestParseCronTimeZone(t *testing.T) {
+	t.Parallel()
+	daily, err := coordinator.ParseCron("0 3 * * *", "Europe/Berlin")
+	require.NoError(t, err)
+	// 03:00 in Berlin is 02:00 UTC in winter and 01:00 UTC in summer.
+	require.Equal(t, time.Date(2031, 1, 10, 2, 0, 0, 0, time.UTC),
+		daily.Next(time.Date(2031, 1, 9, 12, 0, 0, 0, time.UTC)).UTC())
+	require.Equal(t, time.Date(2031, 7, 10, 1, 0, 0, 0, time.UTC),
+		daily.Next(time.Date(2031, 7, 9, 12, 0, 0, 0, time.UTC)).UTC())
+
+	every, err := coordinator.ParseCron("*/10 * * * * *", "")
+	require.NoError(t, err)
+	require.Equal(t, time.Date(2031, 1, 1, 0, 0, 10, 0, time.UTC), every.Next(time.Date(2031, 1, 1, 0, 0, 3, 0, time.UTC)))
+
+	for _, bad := range [][2]string{{"61 * * * *", ""}, {"* * *", ""}, {"0 3 * * *", "Mars/Base"}, {"CRON_TZ=UTC 0 3 * * *", ""}} {
+		_, err := coordinator.ParseCron(bad[0], bad[1])
+		require.Error(t, err, "%q in %q", bad[0], bad[1])
+	}
+}
+
+// TestFailureBacksOff checks that a failing handler records the failure and
+// is retried after the backoff, on the injected clock, and that a success
+// then clears the failure count.
+func TestFailureBacksOff(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.BackendSQLite)
+	clock := coordinator.NewManualClock(time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC))
+	calls := make(chan int, 4)
+	var n atomic.Int32
+	every, err := coordinator.ParseCron("@hourly", "")
+	require.NoError(t, err)
+	kind := coordinator.Kind{Name: "flaky", Schedule: every, Handler: func(ctx context.Context, x *coordinator.Execution) error {
+		calls <- int(n.Add(1))
+		if n.Load() == 1 {
+			return errors.New("catalog unreachable")
+		}
+		return nil
+	}}
+	node := b.start(coordinator.Config{NodeID: "n", Clock: clock, PollInterval: time.Second,
+		Backoff: func(failures int) time.Duration { return time.Duration(failures) * time.Minute }}, kind)
+	_, err = node.Schedule(b.ctx, store.NewTask{TaskKey: store.TaskKey{Name: "flaky", Instance: "p1"}, ExecutionTime: clock.Now()})
+	require.NoError(t, err)
+	require.Equal(t, 1, <-calls)
+
+	key := store.TaskKey{Name: "flaky", Instance: "p1"}
+	eventually(t, 10*time.Second, "the failure to be recorded", func() bool {
+		task, err := b.sch.GetTask(b.ctx, key)
+		require.NoError(t, err)
+		return !task.Picked
+	})
+	task, err := b.sch.GetTask(b.ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, 1, task.ConsecutiveFailures)
+	require.Equal(t, clock.Now().Add(time.Minute), task.ExecutionTime, "retried after the backoff")
+
+	for done := false; !done; {
+		clock.Advance(10 * time.Second)
+		select {
+		case got := <-calls:
+			require.Equal(t, 2, got)
+			done = true
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	require.NoError(t, node.stop())
+	task, err = b.sch.GetTask(b.ctx, key)
+	require.NoError(t, err)
+	require.Zero(t, task.ConsecutiveFailures, "a success clears the failures")
+	require.False(t, task.LastSuccess.IsZero())
+	require.Equal(t, every.Next(task.LastSuccess), task.ExecutionTime, "the recurring task moved to its next instant")
+}
