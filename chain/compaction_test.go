@@ -3,6 +3,7 @@ package chain
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -31,7 +32,7 @@ func TestCompactionSmallFiles(t *testing.T) {
 	require.Equal(t, Done, tr.Outcome, tr.Reason)
 	require.Contains(t, tr.Reason, "data-file-mse")
 	require.Contains(t, tr.Reason, "≥ minDataFileMse")
-	require.EqualValues(t, 200, tr.MetricsBefore.DataFileNumber)
+	require.EqualValues(t, smallFiles, tr.MetricsBefore.DataFileNumber)
 	require.EqualValues(t, 1, tr.MetricsAfter.DataFileNumber)
 	require.NotEqual(t, tr.BeforeSnapshotID, tr.AfterSnapshotID)
 	require.Equal(t, []string{"compaction/before", "compaction/after"}, seen)
@@ -39,7 +40,7 @@ func TestCompactionSmallFiles(t *testing.T) {
 	require.Empty(t, b.strayFiles(t))
 	d, ok := tr.Detail.(*CompactionDetail)
 	require.True(t, ok)
-	require.Equal(t, 200, d.InputFiles)
+	require.Equal(t, smallFiles, d.InputFiles)
 	require.Equal(t, 1, d.OutputFiles)
 }
 
@@ -59,7 +60,7 @@ func TestCompactionDryRunWritesNothing(t *testing.T) {
 	b.opts.DryRun = true
 	rep := b.run(t, Step{Type: Compaction})
 	require.Equal(t, Skipped, rep.Types[0].Outcome)
-	require.True(t, strings.HasPrefix(rep.Types[0].Reason, "dry run: would rewrite 200 files"), rep.Types[0].Reason)
+	require.True(t, strings.HasPrefix(rep.Types[0].Reason, fmt.Sprintf("dry run: would rewrite %d files", smallFiles)), rep.Types[0].Reason)
 	require.Equal(t, files, diskFiles(t, b.load(t)))
 }
 
@@ -152,7 +153,7 @@ func TestCompactionConcurrentAppend(t *testing.T) {
 			require.Contains(t, tr.Reason, "removed")
 			got := b.sum(t)
 			require.Equal(t, intended, got.Checksum)
-			require.EqualValues(t, 200_000+500, got.Rows)
+			require.EqualValues(t, smallRows+500, got.Rows)
 			require.Empty(t, b.strayFiles(t))
 		})
 	}
@@ -175,7 +176,7 @@ func TestCompactionConcurrentDelete(t *testing.T) {
 	require.Equal(t, Conflict, tr.Outcome, tr.Reason)
 	got := b.sum(t)
 	require.Equal(t, intended, got.Checksum)
-	require.EqualValues(t, 200_000-1500, got.Rows)
+	require.EqualValues(t, smallRows-1500, got.Rows)
 	require.Empty(t, b.strayFiles(t))
 }
 
@@ -195,7 +196,7 @@ func TestDriftEndsTypeAndChainGoesOn(t *testing.T) {
 	require.Contains(t, rep.Types[0].Reason, "moved")
 	require.Empty(t, rep.Types[0].Err)
 	require.Equal(t, Done, rep.Types[1].Outcome, rep.Types[1].Reason)
-	require.EqualValues(t, 200_000+10, b.sum(t).Rows)
+	require.EqualValues(t, smallRows+10, b.sum(t).Rows)
 	require.Empty(t, b.strayFiles(t))
 }
 

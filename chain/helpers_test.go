@@ -30,10 +30,23 @@ type bundle struct {
 	opts  Options
 }
 
+// smallFiles is the number of appends (each one data file of 1,000 rows) of
+// the tms.small_files variant these tests build: a tenth of the recipe's 200,
+// which keeps the package's race-detector run short while every behaviour
+// (many small files in, one file out) stays the same.
+const (
+	smallFiles = 20
+	smallRows  = smallFiles * 1_000
+)
+
 // setup builds recipe into a fresh directory and opens its catalog.
 func setup(t *testing.T, recipe string) bundle {
 	t.Helper()
-	dir := testdata.BuildT(t, recipe)
+	dir := testdata.BuildAdjustedT(t, func(r *testdata.Recipe) {
+		if r.Name == "tms.small_files" {
+			r.Appends = smallFiles
+		}
+	}, recipe)
 	cat, err := catalogs.OpenLocal(t.Context(), dir, false)
 	require.NoError(t, err)
 	ident, err := catalogs.ParseIdent(recipe)

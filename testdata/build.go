@@ -41,6 +41,11 @@ type BuildOptions struct {
 	Replace bool
 	// Log receives one line per built table. Nil discards.
 	Log *zap.Logger
+	// Adjust, when set, may shrink or reshape each selected recipe before it
+	// is validated and built — tests use it to build a lighter variant of a
+	// recipe (fewer appends) where the full size only costs time. The
+	// adjusted recipe is validated like any other.
+	Adjust func(r *Recipe)
 }
 
 // DefaultScale is the scale the command line uses when none is given.
@@ -110,7 +115,7 @@ func Build(ctx context.Context, dir string, opts BuildOptions) (Report, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	recipes, err := selectRecipes(opts.Recipes)
+	recipes, err := selectRecipes(opts.Recipes, opts.Adjust)
 	if err != nil {
 		return Report{}, err
 	}
@@ -168,7 +173,7 @@ func Build(ctx context.Context, dir string, opts BuildOptions) (Report, error) {
 
 // selectRecipes resolves names (empty: the defaults), rejecting unknown,
 // repeated and invalid recipes.
-func selectRecipes(names []string) ([]Recipe, error) {
+func selectRecipes(names []string, adjust func(*Recipe)) ([]Recipe, error) {
 	var out []Recipe
 	if len(names) == 0 {
 		out = Recipes()
@@ -184,6 +189,11 @@ func selectRecipes(names []string) ([]Recipe, error) {
 		}
 		seen[n] = true
 		out = append(out, r)
+	}
+	for i := range out {
+		if adjust != nil {
+			adjust(&out[i])
+		}
 	}
 	for _, r := range out {
 		if err := r.validate(); err != nil {

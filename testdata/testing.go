@@ -12,8 +12,15 @@ import (
 // Build logs go to the test log.
 func BuildT(t testing.TB, recipes ...string) string {
 	t.Helper()
+	return BuildAdjustedT(t, nil, recipes...)
+}
+
+// BuildAdjustedT is BuildT with BuildOptions.Adjust: adjust reshapes each
+// recipe (e.g. fewer appends) before it is built.
+func BuildAdjustedT(t testing.TB, adjust func(r *Recipe), recipes ...string) string {
+	t.Helper()
 	dir := t.TempDir()
-	_, err := Build(t.Context(), dir, BuildOptions{Recipes: recipes, Scale: DefaultScale, Log: zaptest.NewLogger(t)})
+	_, err := Build(t.Context(), dir, BuildOptions{Recipes: recipes, Scale: DefaultScale, Log: zaptest.NewLogger(t), Adjust: adjust})
 	if err != nil {
 		t.Fatalf("testdata.BuildT(%v): %v", recipes, err)
 	}

@@ -70,11 +70,14 @@ func TestTestdataSampleChecksum(t *testing.T) {
 	require.EqualValues(t, 200_000, sum.Rows)
 	require.NotEmpty(t, sum.Checksum)
 
-	// The same recipe built elsewhere reads the same rows.
-	dir2 := testdata.BuildT(t, "tms.small_files")
-	code, out2, stderr := run(t, "checksum", "--warehouse-dir", dir2, "--table", "tms.small_files", "--json")
+	// The same recipe built elsewhere reads the same rows (deletes applied).
+	code, out, stderr = run(t, "checksum", "--warehouse-dir", dir, "--table", "tms.deletes", "--json")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	dir2 := testdata.BuildT(t, "tms.deletes")
+	code, out2, stderr := run(t, "checksum", "--warehouse-dir", dir2, "--table", "tms.deletes", "--json")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.JSONEq(t, out, out2)
+	require.Contains(t, out, `"rows":9900`)
 }
 
 func TestBadInput(t *testing.T) {
