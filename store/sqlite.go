@@ -243,20 +243,28 @@ func scanSQLiteJob(row scanner) (Job, error) {
 // CreateJob inserts a pending job row; the partial unique index turns a
 // second in-flight row into ErrInFlight.
 func (s *sqliteStore) CreateJob(ctx context.Context, nj NewJob) (Job, error) {
+	var j Job
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		j, err = sqliteInsertJob(ctx, tx, nj, s.now())
+		return err
+	})
+	return j, err
+}
+
+// sqliteInsertJob inserts a pending job row in tx, mapping the in-flight
+// index and the table foreign key to ErrInFlight and ErrNotFound. It serves
+// both CreateJob and the scheduler's TxWriter, so the two cannot drift.
+func sqliteInsertJob(ctx context.Context, tx *sql.Tx, nj NewJob, now time.Time) (Job, error) {
 	types, err := validateNewJob(nj)
 	if err != nil {
 		return Job{}, err
 	}
-	var j Job
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		j, err = scanSQLiteJob(tx.QueryRowContext(ctx, `
-			INSERT INTO table_maintenance_job (job_id, table_id, policy_id, types, "trigger", status, fence, spec, created_at)
-			VALUES (nullif(?1, ''), ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8)
-			RETURNING `+sqliteJobCols,
-			nj.JobID, nj.TableID, nj.PolicyID, types, string(nj.Trigger), string(StatusPending), nullJSON(nj.Spec), sqliteTime(s.now())))
-		return err
-	})
+	j, err := scanSQLiteJob(tx.QueryRowContext(ctx, `
+		INSERT INTO table_maintenance_job (job_id, table_id, policy_id, types, "trigger", status, fence, spec, created_at)
+		VALUES (nullif(?1, ''), ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8)
+		RETURNING `+sqliteJobCols,
+		nj.JobID, nj.TableID, nj.PolicyID, types, string(nj.Trigger), string(StatusPending), nullJSON(nj.Spec), sqliteTime(now)))
 	if err != nil {
 		var se *sqlite.Error
 		if errors.As(err, &se) {

@@ -6,11 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // This file is the SQLite side of Scheduler (see tasks.go). Every write runs
@@ -405,28 +401,7 @@ type sqliteTxWriter struct {
 }
 
 func (w *sqliteTxWriter) CreateJob(ctx context.Context, nj NewJob) (Job, error) {
-	types, err := validateNewJob(nj)
-	if err != nil {
-		return Job{}, err
-	}
-	j, err := scanSQLiteJob(w.tx.QueryRowContext(ctx, `
-		INSERT INTO table_maintenance_job (job_id, table_id, policy_id, types, "trigger", status, fence, spec, created_at)
-		VALUES (nullif(?1, ''), ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8)
-		RETURNING `+sqliteJobCols,
-		nj.JobID, nj.TableID, nj.PolicyID, types, string(nj.Trigger), string(StatusPending), nullJSON(nj.Spec), sqliteTime(w.s.now())))
-	if err != nil {
-		var se *sqlite.Error
-		if errors.As(err, &se) {
-			switch {
-			case se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE && strings.Contains(se.Error(), "table_maintenance_job.table_id"):
-				return Job{}, fmt.Errorf("%w: table %d policy %d", ErrInFlight, nj.TableID, nj.PolicyID)
-			case se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
-				return Job{}, notFound("table", nj.TableID)
-			}
-		}
-		return Job{}, sqliteError("create job", err)
-	}
-	return j, nil
+	return sqliteInsertJob(ctx, w.tx, nj, w.s.now())
 }
 
 func (w *sqliteTxWriter) ScheduleTask(ctx context.Context, t NewTask, now time.Time) (bool, error) {
