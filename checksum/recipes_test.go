@@ -7,7 +7,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
@@ -56,29 +55,10 @@ func TestRecipeWithDeletesMatchesSurvivors(t *testing.T) {
 // appendRows writes testdata rows to tbl in one commit.
 func appendRows(t *testing.T, tbl *table.Table, rows []testdata.Row) *table.Table {
 	t.Helper()
-	sc, err := table.SchemaToArrowSchema(testdata.Schema(), nil, true, false)
+	rec, err := testdata.RecordBatch(rows)
 	require.NoError(t, err)
-	bld := array.NewRecordBuilder(memory.DefaultAllocator, sc)
-	defer bld.Release()
-	ids := bld.Field(0).(*array.Int64Builder)
-	cats := bld.Field(1).(*array.StringBuilder)
-	amounts := bld.Field(2).(*array.Float64Builder)
-	tss := bld.Field(3).(*array.TimestampBuilder)
-	notes := bld.Field(4).(*array.StringBuilder)
-	for _, r := range rows {
-		ids.Append(r.ID)
-		cats.Append(r.Category)
-		amounts.Append(r.Amount)
-		tss.Append(arrow.Timestamp(r.TS.UnixMicro()))
-		if r.Note == nil {
-			notes.AppendNull()
-		} else {
-			notes.Append(*r.Note)
-		}
-	}
-	rec := bld.NewRecordBatch()
 	defer rec.Release()
-	at := array.NewTableFromRecords(sc, []arrow.RecordBatch{rec})
+	at := array.NewTableFromRecords(rec.Schema(), []arrow.RecordBatch{rec})
 	defer at.Release()
 	tbl, err = tbl.AppendTable(context.Background(), at, 1<<20, iceberg.Properties{})
 	require.NoError(t, err)

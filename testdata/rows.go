@@ -132,6 +132,17 @@ func record(mem memory.Allocator, sc *arrow.Schema, rows []Row) arrow.RecordBatc
 	return b.NewRecordBatch()
 }
 
+// RecordBatch turns rows into one Arrow record batch in the Arrow form of
+// Schema (with field ids), as a test writes them into a table of its own.
+// The caller releases it.
+func RecordBatch(rows []Row) (arrow.RecordBatch, error) {
+	sc, err := arrowSchema()
+	if err != nil {
+		return nil, err
+	}
+	return record(memory.DefaultAllocator, sc, rows), nil
+}
+
 // deletePlan holds the ids each delete commit removes, in commit order.
 type deletePlan struct {
 	position [][]int64
