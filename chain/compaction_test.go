@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -237,4 +239,55 @@ func TestCompactionPolicyTargetAndPartitionLimit(t *testing.T) {
 	}
 	require.Equal(t, 2, compacted)
 	require.Equal(t, before, b.sum(t))
+}
+
+// TestUnchangedTableSamplesOnce checks that a type whose table did not move
+// since the previous type's sample reuses that sample instead of reading
+// every manifest again: the manifests are made unreadable right after the
+// first sample, and the second type still gets its S0. The reused metrics
+// equal a fresh sample's, with only the clock-relative snapshot age
+// refreshed.
+func TestUnchangedTableSamplesOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.orphans")
+	tbl := b.load(t)
+	clock := time.UnixMilli(tbl.CurrentSnapshot().TimestampMs).Add(time.Hour)
+	b.opts.Now = func() time.Time { clock = clock.Add(time.Second); return clock }
+	fs, err := tbl.FS(b.ctx)
+	require.NoError(t, err)
+	manifests, err := tbl.CurrentSnapshot().Manifests(fs)
+	require.NoError(t, err)
+	saved := map[string][]byte{}
+	b.opts.Hooks.Sampled = func(_ context.Context, typ Type, when string, _ sampler.Result) error {
+		if typ == Compaction && when == WhenBefore {
+			for _, m := range manifests {
+				p := localPath(m.FilePath())
+				data, err := os.ReadFile(p)
+				require.NoError(t, err)
+				saved[p] = data
+				require.NoError(t, os.WriteFile(p, []byte("garbage"), 0o644))
+			}
+		}
+		return nil
+	}
+	rep := b.run(t,
+		Step{Type: Compaction, Policy: policy(`{"minDataFileMse": 1e30}`)},
+		Step{Type: ManifestRewrite},
+	)
+	require.Equal(t, Skipped, rep.Types[0].Outcome)
+	require.Equal(t, Skipped, rep.Types[1].Outcome)
+	first, second := rep.Types[0].MetricsBefore, rep.Types[1].MetricsBefore
+	require.Equal(t, rep.Types[0].BeforeSnapshotID, rep.Types[1].BeforeSnapshotID)
+	require.Greater(t, second.OldestSnapshotAgeMs, first.OldestSnapshotAgeMs, "the age follows the clock")
+	second.OldestSnapshotAgeMs = first.OldestSnapshotAgeMs
+	require.Equal(t, first, second)
+
+	// A fresh sample of the same snapshot agrees with the reused one.
+	for p, data := range saved {
+		require.NoError(t, os.WriteFile(p, data, 0o644))
+	}
+	fresh, err := sampler.Sample(b.ctx, b.load(t), 0, sampler.Options{Now: func() time.Time { return clock }})
+	require.NoError(t, err)
+	fresh.Metrics.OldestSnapshotAgeMs = first.OldestSnapshotAgeMs
+	require.Equal(t, first, fresh.Metrics)
 }

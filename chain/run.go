@@ -24,6 +24,37 @@ type runner struct {
 	opts  Options
 	log   *zap.Logger
 	now   func() time.Time
+	// last is the most recent sample and the metadata file and target size it
+	// was taken at. The S0 of a type usually reads the same metadata as the
+	// previous type's S1 (or S0, when it did not commit); sample reuses it
+	// instead of reading every manifest again.
+	last struct {
+		metadataLocation string
+		target           int64
+		res              sampler.Result
+	}
+}
+
+// sample samples tbl's current snapshot, reusing the previous sample when
+// tbl is the same metadata file and target size (metadata files are
+// immutable, so every metric but the clock-relative snapshot age is the
+// same; that one is refreshed).
+func (r *runner) sample(ctx context.Context, tbl *table.Table, opts sampler.Options) (sampler.Result, error) {
+	if l := r.last; l.metadataLocation != "" && l.metadataLocation == tbl.MetadataLocation() && l.target == opts.TargetFileSize {
+		res := l.res
+		now := time.Now
+		if opts.Now != nil {
+			now = opts.Now
+		}
+		res.Metrics.OldestSnapshotAgeMs = sampler.OldestSnapshotAgeMs(tbl.Metadata(), now())
+		return res, nil
+	}
+	res, err := sampler.Sample(ctx, tbl, 0, opts)
+	if err != nil {
+		return res, err
+	}
+	r.last.metadataLocation, r.last.target, r.last.res = tbl.MetadataLocation(), opts.TargetFileSize, res
+	return res, nil
 }
 
 // stepState is one type in flight: its S0, the table it planned from, and
@@ -152,7 +183,7 @@ func (r *runner) runStep(ctx context.Context, st Step) (tr TypeReport, stop erro
 		return tr, nil
 	}
 	sopts := sampler.Options{Now: r.now, TargetFileSize: target}
-	s0, err := sampler.Sample(ctx, tbl, 0, sopts)
+	s0, err := r.sample(ctx, tbl, sopts)
 	if err != nil {
 		fail(fmt.Errorf("sample S0: %w", err))
 		return tr, nil
@@ -212,7 +243,7 @@ func (r *runner) runStep(ctx context.Context, st Step) (tr TypeReport, stop erro
 	after, err := catalogs.LoadTable(ctx, r.cat, r.ident)
 	if err == nil {
 		var s1 sampler.Result
-		if s1, err = sampler.Sample(ctx, after, 0, sopts); err == nil {
+		if s1, err = r.sample(ctx, after, sopts); err == nil {
 			tr.AfterSnapshotID, tr.MetricsAfter = s1.SnapshotID, s1.Metrics
 			if h := r.opts.Hooks.Sampled; h != nil {
 				if herr := h(ctx, st.Type, WhenAfter, s1); herr != nil && stop == nil {

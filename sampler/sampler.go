@@ -149,15 +149,8 @@ func Sample(ctx context.Context, tbl *table.Table, snapshotID int64, opts Option
 	}
 
 	m := Metrics{TargetFileSize: target}
-	snaps := meta.Snapshots()
-	m.SnapshotNumber = int64(len(snaps))
-	if len(snaps) > 0 {
-		oldest := snaps[0].TimestampMs
-		for _, s := range snaps[1:] {
-			oldest = min(oldest, s.TimestampMs)
-		}
-		m.OldestSnapshotAgeMs = max(0, now().UnixMilli()-oldest)
-	}
+	m.SnapshotNumber = int64(len(meta.Snapshots()))
+	m.OldestSnapshotAgeMs = OldestSnapshotAgeMs(meta, now())
 
 	var snap *table.Snapshot
 	if snapshotID == 0 {
@@ -221,4 +214,20 @@ func identString(tbl *table.Table) string {
 		return strings.Join(ident, ".")
 	}
 	return tbl.Location()
+}
+
+// OldestSnapshotAgeMs is now minus the timestamp of meta's oldest snapshot,
+// never negative, 0 without snapshots: the one metric that changes with the
+// clock rather than with the table, so a caller that reuses a sample of
+// unchanged metadata refreshes it with this.
+func OldestSnapshotAgeMs(meta table.Metadata, now time.Time) int64 {
+	snaps := meta.Snapshots()
+	if len(snaps) == 0 {
+		return 0
+	}
+	oldest := snaps[0].TimestampMs
+	for _, s := range snaps[1:] {
+		oldest = min(oldest, s.TimestampMs)
+	}
+	return max(0, now.UnixMilli()-oldest)
 }
