@@ -14,7 +14,7 @@ LEDGER_ROWS ?= 10000
 BENCH_TASKS ?= 20000
 RIVER_BASELINE ?= ../shared/bench/river-baseline
 DEMO_TABLES ?= tms.small_files tms.partitioned tms.deletes tms.many_snapshots tms.orphans
-RSS_SCALE ?= 1
+RSS_ROWS ?= 10000
 
 .DEFAULT_GOAL := help
 
@@ -57,7 +57,7 @@ demo: build ## Build the test tables into a temp folder, replay the maintenance 
 	      --ledger "sqlite://$$dir/ledger.db" || status=1; \
 	  done; exit $$status
 
-bench: dbcheck ## Benchmarks: sampler vs PlanFiles, ledger rows/s, scheduler vs River, compaction ratios, chain overhead %, peak RSS of a first compaction (RSS_SCALE=N).
+bench: dbcheck ## Benchmarks: sampler vs PlanFiles, ledger rows/s, scheduler vs River, compaction ratios, chain overhead %, peak RSS of the first compaction of 200 files × RSS_ROWS rows.
 	$(GO) test -run '^$$' -bench 'Sample|PlanFiles' -benchtime $(BENCH_TIME) -timeout 30m ./sampler/
 	$(GO) test -run '^$$' -bench Ledger -benchtime $(LEDGER_ROWS)x -timeout 30m ./store/
 	@# Scheduler drain vs River on the same PostgreSQL, each in its own schema (tms_bench, river_bench).
@@ -68,10 +68,10 @@ bench: dbcheck ## Benchmarks: sampler vs PlanFiles, ledger rows/s, scheduler vs 
 	$(GO) test -run '^$$' -bench ChainOverhead -benchtime 3x -timeout 30m ./runner/
 	@[ -x /usr/bin/time ] || { echo "peak RSS needs GNU time: apt-get install -y time"; exit 1; }; \
 	  dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
-	  bin/tms-runner testdata --out "$$dir" --recipe tms.small_files --scale $(RSS_SCALE) >/dev/null && \
+	  bin/tms-runner testdata --out "$$dir" --recipe tms.small_files --rows-per-append $(RSS_ROWS) >/dev/null && \
 	  /usr/bin/time -v bin/tms-runner replay --warehouse-dir "$$dir" --table tms.small_files --types compaction \
 	    --ledger "sqlite://$$dir/ledger.db" 2>"$$dir/time.txt" | sed -n 3p && \
-	  grep -E 'Maximum resident|Elapsed' "$$dir/time.txt" | sed 's/^\t*/  first compaction (tms.small_files, scale $(RSS_SCALE)): /'
+	  grep -E 'Maximum resident|Elapsed' "$$dir/time.txt" | sed 's/^\t*/  first compaction (200 files × $(RSS_ROWS) rows): /'
 
 clean: ## Remove build output and local test tables.
 	rm -rf bin tmp

@@ -17,18 +17,51 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// compactionBatchBuffer is the number of record batches buffered between
-// the readers and the writers of all running file groups together; each of
-// conc concurrent groups gets compactionBatchBuffer/conc, at least
-// minGroupBatchBuffer. It bounds memory (see
-// table.WithCompactionArrowBatchSize for the full bound per group). The
-// 200×10k benchmark ran at 0.69× of the write-only baseline with 4
-// batches and 0.93× with iceberg-go's default of 64: a deep buffer lets
-// the scan workers run ahead of the single encoder.
+// Memory of a compaction. Readers decode data files into Arrow record
+// batches and a single encoder per file group writes them out; a buffer of
+// batches between them lets the scan workers run ahead of the encoder (the
+// 200×10k benchmark ran at 0.69× of the write-only baseline with 4 batches
+// of 10,000 rows, 0.93× with 64). The buffer is sized in bytes, not batches,
+// so that wide rows or big files do not multiply it:
+//
+//   - a batch holds about compactionBatchBytes of decoded data: its row count
+//     is compactionBatchBytes over the estimated decoded row width, between
+//     minBatchRows and iceberg-go's default of 131,072 (which alone, for a
+//     table of 128 MiB files, made 64 buffered batches take ~1 GB);
+//   - the running groups together buffer about compactionBufferBytes, each
+//     at least minGroupBatchBuffer and at most maxGroupBatchBuffer batches.
+//
+// The decoded row width is estimated from the group's files as on-disk
+// bytes per row times decodedPerEncodedByte, a deliberately rough factor
+// (the test tables decode at 3–6× their parquet size).
 const (
-	compactionBatchBuffer = 64
+	compactionBatchBytes  = 1 << 20
+	compactionBufferBytes = 24 << 20
+	minBatchRows          = 1024
+	maxBatchRows          = 1 << 17
 	minGroupBatchBuffer   = 8
+	maxGroupBatchBuffer   = 64
+	decodedPerEncodedByte = 4
 )
+
+// groupBuffering returns the Arrow batch size in rows and the number of
+// batches to buffer for one of conc concurrently running groups.
+func groupBuffering(tasks []table.FileScanTask, conc int) (batchRows, buffered int) {
+	var bytes, rows int64
+	for _, t := range tasks {
+		bytes += t.File.FileSizeBytes()
+		rows += t.File.Count()
+	}
+	if rows <= 0 || bytes <= 0 {
+		return maxBatchRows, minGroupBatchBuffer
+	}
+	rowBytes := max(1, bytes*decodedPerEncodedByte/rows)
+	batchRows = int(min(maxBatchRows, max(minBatchRows, compactionBatchBytes/rowBytes)))
+	// A batch never spans files: small files make small batches.
+	perBatch := min(int64(batchRows), max(1, rows/int64(len(tasks)))) * rowBytes
+	buffered = int(min(maxGroupBatchBuffer, max(minGroupBatchBuffer, compactionBufferBytes/int64(conc)/perBatch)))
+	return batchRows, buffered
+}
 
 // CompactionDetail is the TypeReport.Detail of a compaction that planned
 // work.
@@ -181,20 +214,21 @@ func (s *stepState) executeGroups(ctx context.Context, groups []compaction.Group
 	detail *CompactionDetail, log *zap.Logger,
 ) ([]table.CompactionGroupResult, error) {
 	conc := max(1, min(maxConcurrent, len(groups), runtime.GOMAXPROCS(0)))
-	opts := []table.CompactionGroupOption{
-		table.WithCompactionTargetFileSize(target),
-		table.WithCompactionScanConcurrency(max(1, runtime.GOMAXPROCS(0)/conc)),
-		table.WithCompactionRecordBatchBufferSize(max(minGroupBatchBuffer, compactionBatchBuffer/conc)),
-	}
 	results := make([]table.CompactionGroupResult, len(groups))
 	eg, gctx := errgroup.WithContext(ctx)
 	eg.SetLimit(conc)
 	for i, g := range groups {
 		eg.Go(func() error {
 			start := time.Now()
+			batchRows, buffered := groupBuffering(g.Tasks, conc)
 			res, err := table.ExecuteCompactionGroup(gctx, s.tbl, table.CompactionTaskGroup{
 				PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes,
-			}, opts...)
+			},
+				table.WithCompactionTargetFileSize(target),
+				table.WithCompactionScanConcurrency(max(1, runtime.GOMAXPROCS(0)/conc)),
+				table.WithCompactionArrowBatchSize(batchRows),
+				table.WithCompactionRecordBatchBufferSize(buffered),
+			)
 			if err != nil {
 				return fmt.Errorf("rewrite group %q: %w", g.PartitionKey, err)
 			}
@@ -204,6 +238,7 @@ func (s *stepState) executeGroups(ctx context.Context, groups []compaction.Group
 			log.Info("compacted file group", zap.String("partition", g.PartitionKey),
 				zap.Int("input_files", len(g.Tasks)), zap.Int64("input_bytes", g.TotalSizeBytes),
 				zap.Int("output_files", len(res.NewDataFiles)), zap.Int64("output_bytes", res.BytesAfter),
+				zap.Int("batch_rows", batchRows), zap.Int("buffered_batches", buffered),
 				zap.Duration("elapsed", time.Since(start)))
 			return nil
 		})

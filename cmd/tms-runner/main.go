@@ -4,9 +4,27 @@
 // checksum (checksum).
 package main
 
-import "github.com/tms-dev/tms/internal/cli"
+import (
+	"os"
+	"runtime/debug"
 
-func main() { cli.Main("tms-runner", commands()) }
+	"github.com/tms-dev/tms/internal/cli"
+)
+
+// gcPercent is the runner's GOGC unless the environment sets one. A
+// compaction's heap is mostly large, short-lived Arrow and parquet buffers;
+// Go's default of 100 lets the heap grow to twice what is live before
+// collecting, which made the first compaction of 200 files × 10,000 rows
+// peak at ~400 MB RSS. At 50 the peak is about 1.5× the live heap, for a
+// few per cent more CPU in the collector.
+const gcPercent = 50
+
+func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
+	cli.Main("tms-runner", commands())
+}
 
 func commands() []cli.Command {
 	return []cli.Command{

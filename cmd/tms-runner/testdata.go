@@ -16,11 +16,13 @@ func runTestdata(ctx context.Context, env cli.Env) error {
 		recipes []string
 		scale   int
 		replace bool
+		rows    int
 	)
 	fs.StringVar(&out, "out", "", "folder to build into: DIR/catalog.db and DIR/warehouse (required)")
 	fs.StringArrayVar(&recipes, "recipe", nil, "recipe to build (repeatable; default: all default recipes)")
 	fs.IntVar(&scale, "scale", 1, "multiply each recipe's size by N")
 	fs.BoolVar(&replace, "replace", false, "drop and rebuild tables that already exist in --out")
+	fs.IntVar(&rows, "rows-per-append", 0, "rows each append commit adds, for every chosen recipe (default: the recipe's own)")
 	if err := cli.Parse(fs, env.Args); err != nil {
 		return err
 	}
@@ -30,12 +32,19 @@ func runTestdata(ctx context.Context, env cli.Env) error {
 	if scale < 1 {
 		return cli.Usagef("--scale must be at least 1, got %d", scale)
 	}
+	if rows < 0 {
+		return cli.Usagef("--rows-per-append must be positive, got %d", rows)
+	}
+	var adjust func(*testdata.Recipe)
+	if rows > 0 {
+		adjust = func(r *testdata.Recipe) { r.RowsPerAppend = rows }
+	}
 	for _, r := range recipes {
 		if _, err := testdata.Lookup(r); err != nil {
 			return cli.UsageError{Err: err}
 		}
 	}
-	rep, err := testdata.Build(ctx, out, testdata.BuildOptions{Recipes: recipes, Scale: scale, Replace: replace, Log: env.Log})
+	rep, err := testdata.Build(ctx, out, testdata.BuildOptions{Recipes: recipes, Scale: scale, Replace: replace, Log: env.Log, Adjust: adjust})
 	if err != nil {
 		return err
 	}
