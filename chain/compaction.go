@@ -37,9 +37,9 @@ import (
 const (
 	compactionBatchBytes  = 1 << 20
 	compactionBufferBytes = 24 << 20
-	minBatchRows          = 1024
+	minBatchRows          = 128
 	maxBatchRows          = 1 << 17
-	minGroupBatchBuffer   = 8
+	minGroupBatchBuffer   = 4
 	maxGroupBatchBuffer   = 64
 	decodedPerEncodedByte = 4
 )

@@ -291,3 +291,57 @@ func TestUnchangedTableSamplesOnce(t *testing.T) {
 	fresh.Metrics.OldestSnapshotAgeMs = first.OldestSnapshotAgeMs
 	require.Equal(t, first, fresh.Metrics)
 }
+
+// TestGroupBuffering checks that the reader→writer buffer stays near
+// compactionBufferBytes whatever the file sizes: big files get smaller
+// Arrow batches instead of 64 batches of 131,072 rows.
+func TestGroupBuffering(t *testing.T) {
+	files := func(n int, size, rows int64) []table.FileScanTask {
+		spec := iceberg.NewPartitionSpec()
+		out := make([]table.FileScanTask, n)
+		for i := range out {
+			bld, err := iceberg.NewDataFileBuilder(spec, iceberg.EntryContentData, fmt.Sprintf("f%d.parquet", i),
+				iceberg.ParquetFile, nil, nil, nil, rows, size)
+			require.NoError(t, err)
+			out[i] = table.FileScanTask{File: bld.Build()}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name       string
+		tasks      []table.FileScanTask
+		conc       int
+		wantRows   int
+		minBuf     int
+		maxBuf     int
+		bufferedMB float64 // upper bound of batches × estimated batch bytes
+	}{
+		// 200 files × 10,000 rows of ~16 B on disk: batches are whole files.
+		{"bench 200x10k", files(200, 164_000, 10_000), 1, 16_384 - 253, 30, 40, 25},
+		// 128 MiB files of 1M rows: 1 MiB batches instead of 131,072 rows.
+		{"big files", files(10, 128 << 20, 1 << 20), 1, 2048, 24, 24, 25},
+		// Two groups share the budget.
+		{"big files, 2 groups", files(10, 128 << 20, 1 << 20), 2, 2048, 12, 12, 13},
+		// Tiny files: batches are whole files, capped at maxGroupBatchBuffer.
+		{"tiny files", files(100, 1_000, 10), 1, 2621, maxGroupBatchBuffer, maxGroupBatchBuffer, 1},
+		// Very wide rows: at least minBatchRows, at least minGroupBatchBuffer.
+		{"wide rows", files(4, 256 << 20, 4096), 5, minBatchRows, minGroupBatchBuffer, minGroupBatchBuffer, 130},
+		// No row counts: iceberg-go's defaults bounded by the minimum buffer.
+		{"unknown", files(3, 0, 0), 1, maxBatchRows, minGroupBatchBuffer, minGroupBatchBuffer, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows, buf := groupBuffering(tc.tasks, tc.conc)
+			require.Equal(t, tc.wantRows, rows)
+			require.GreaterOrEqual(t, buf, tc.minBuf)
+			require.LessOrEqual(t, buf, tc.maxBuf)
+			var size, count int64
+			for _, ft := range tc.tasks {
+				size, count = size+ft.File.FileSizeBytes(), count+ft.File.Count()
+			}
+			if count > 0 {
+				perBatch := float64(min(int64(rows), count/int64(len(tc.tasks)))) * float64(size*decodedPerEncodedByte/count)
+				require.LessOrEqual(t, float64(buf)*perBatch/(1<<20), tc.bufferedMB)
+			}
+		})
+	}
+}

@@ -55,6 +55,16 @@ func TestTestdataSampleChecksum(t *testing.T) {
 		require.Contains(t, raw.Metrics, k)
 	}
 
+	// --rows-per-append reshapes every chosen recipe: 5 appends of 3 rows.
+	small := t.TempDir()
+	code, _, stderr = run(t, "testdata", "--out", small, "--recipe", "tms.orphans", "--rows-per-append", "3")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	code, out, stderr = run(t, "sample", "--warehouse-dir", small, "--table", "tms.orphans", "--json")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	require.EqualValues(t, 5, got.Metrics.DataFileNumber)
+	require.EqualValues(t, 15, got.Metrics.RecordCount)
+
 	code, out, stderr = run(t, "sample", "--warehouse-dir", dir, "--all")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Contains(t, out, "data-file-mse")
@@ -101,6 +111,7 @@ func TestBadInput(t *testing.T) {
 		{"bad catalog prop", []string{"sample", "--catalog-prop", "type", "--table", "tms.t"}, cli.ExitUsage, `catalog property "type"`},
 		{"unknown recipe", []string{"testdata", "--out", t.TempDir(), "--recipe", "tms.nope"}, cli.ExitUsage, "tms.nope"},
 		{"bad scale", []string{"testdata", "--out", t.TempDir(), "--scale", "0"}, cli.ExitUsage, "--scale"},
+		{"bad rows per append", []string{"testdata", "--out", t.TempDir(), "--rows-per-append", "-5"}, cli.ExitUsage, "--rows-per-append"},
 		{"checksum missing table", []string{"checksum", "--warehouse-dir", dir, "--table", "tms.nope"}, cli.ExitFailure, "table tms.nope does not exist"},
 	}
 	for _, tc := range cases {
