@@ -290,6 +290,15 @@ type Store interface {
 	// ListJobs returns up to limit job rows of a table, newest first (by id).
 	// limit must be positive. An unknown table has no rows: empty, no error.
 	ListJobs(ctx context.Context, tableID int64, limit int) ([]Job, error)
+	// LastFinished returns the newest finished_at of the (table, policy)
+	// job rows, zero if none finished: the cooldown (minIntervalMs) is
+	// measured from it.
+	LastFinished(ctx context.Context, tableID, policyID int64) (time.Time, error)
+	// ListInFlightJobs returns up to limit in-flight job rows of all tables
+	// with id > afterID, by id ascending: the reconciler's sweep, in pages.
+	ListInFlightJobs(ctx context.Context, afterID int64, limit int) ([]Job, error)
+	// PurgeJobs deletes finished job rows as p says and returns how many.
+	PurgeJobs(ctx context.Context, p Purge) (int64, error)
 
 	// UpsertSnapshotMetrics stores metrics for (table, policy, snapshot),
 	// replacing the value and recorded_at of an existing row. ErrNotFound if

@@ -58,6 +58,10 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Parallel()
 		exerciseMetrics(t, setup)
 	})
+	t.Run("JobsOps", func(t *testing.T) {
+		t.Parallel()
+		exerciseJobsOps(t, setup)
+	})
 	t.Run("RunnerSupport", func(t *testing.T) {
 		t.Parallel()
 		exerciseRunnerSupport(t, setup)

@@ -1,0 +1,104 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tms-dev/tms/store"
+)
+
+// exerciseJobsOps covers the coordinator's ledger reads and housekeeping:
+// LastFinished, ListInFlightJobs and PurgeJobs.
+func exerciseJobsOps(t *testing.T, setup func(*testing.T) *bundle) {
+	b := setup(t)
+	ta, tb := b.table(t, "a"), b.table(t, "b")
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	finish := func(j store.Job, at time.Time) {
+		t.Helper()
+		require.NoError(t, b.s.FinishJob(b.ctx, j.ID, j.Fence, store.Finish{Status: store.StatusSucceeded, At: at}))
+	}
+
+	// LastFinished: zero until a row of that (table, policy) finishes.
+	last, err := b.s.LastFinished(b.ctx, ta.ID, 7)
+	require.NoError(t, err)
+	require.True(t, last.IsZero())
+	// Table a, policy 7: five finished rows, one a day; policy 8: one, on day 0.
+	var a7 []store.Job
+	for d := range 5 {
+		j := b.job(t, ta.ID, 7)
+		finish(j, base.Add(time.Duration(d)*24*time.Hour))
+		a7 = append(a7, j)
+	}
+	a8 := b.job(t, ta.ID, 8)
+	finish(a8, base)
+	// Table b, policy 7: two finished on days 0 and 1, then one in flight.
+	b1 := b.job(t, tb.ID, 7)
+	finish(b1, base)
+	b2 := b.job(t, tb.ID, 7)
+	finish(b2, base.Add(24*time.Hour))
+	bFlight := b.job(t, tb.ID, 7)
+	aFlight := b.job(t, ta.ID, 9)
+
+	last, err = b.s.LastFinished(b.ctx, ta.ID, 7)
+	require.NoError(t, err)
+	require.Equal(t, base.Add(4*24*time.Hour), last)
+	last, err = b.s.LastFinished(b.ctx, tb.ID, 7)
+	require.NoError(t, err)
+	require.Equal(t, base.Add(24*time.Hour), last, "an in-flight row does not count")
+
+	// ListInFlightJobs pages by id across tables.
+	page, err := b.s.ListInFlightJobs(b.ctx, 0, 1)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	require.Equal(t, bFlight.ID, page[0].ID)
+	page, err = b.s.ListInFlightJobs(b.ctx, page[0].ID, 10)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	require.Equal(t, aFlight.ID, page[0].ID)
+	require.True(t, page[0].InFlight())
+	_, err = b.s.ListInFlightJobs(b.ctx, 0, 0)
+	require.ErrorIs(t, err, store.ErrInvalidArgument)
+
+	// Bad input changes nothing.
+	_, err = b.s.PurgeJobs(b.ctx, store.Purge{KeepPerTable: -1})
+	require.ErrorIs(t, err, store.ErrInvalidArgument)
+	// No limits: nothing goes.
+	n, err := b.s.PurgeJobs(b.ctx, store.Purge{})
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	// Age: rows finished before day 2 go, except the newest of each (table,
+	// policy): a7 days 0,1 go; a8 (day 0) is its policy's newest and stays;
+	// b1 (day 0) goes, b2 stays.
+	n, err = b.s.PurgeJobs(b.ctx, store.Purge{FinishedBefore: base.Add(2 * 24 * time.Hour)})
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+	for _, j := range []store.Job{a7[0], a7[1], b1} {
+		_, err := b.s.GetJob(b.ctx, j.ID)
+		require.ErrorIs(t, err, store.ErrNotFound, "job %d", j.ID)
+	}
+	for _, j := range []store.Job{a7[2], a7[3], a7[4], a8, b2, bFlight, aFlight} {
+		_, err := b.s.GetJob(b.ctx, j.ID)
+		require.NoError(t, err, "job %d", j.ID)
+	}
+
+	// Count: keep 2 finished rows per table → table a keeps a7[4], a7[3]
+	// and a8 (newest of policy 8); a7[2] goes. Table b is within the limit.
+	n, err = b.s.PurgeJobs(b.ctx, store.Purge{KeepPerTable: 2})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	_, err = b.s.GetJob(b.ctx, a7[2].ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	last, err = b.s.LastFinished(b.ctx, ta.ID, 7)
+	require.NoError(t, err)
+	require.Equal(t, base.Add(4*24*time.Hour), last, "purging never moves the cooldown")
+	// In-flight rows are never purged, whatever the limits.
+	_, err = b.s.PurgeJobs(b.ctx, store.Purge{FinishedBefore: base.Add(1000 * time.Hour), KeepPerTable: 1})
+	require.NoError(t, err)
+	for _, j := range []store.Job{bFlight, aFlight, a7[4], a8, b2} {
+		_, err := b.s.GetJob(b.ctx, j.ID)
+		require.NoError(t, err, "job %d", j.ID)
+	}
+}
