@@ -22,6 +22,21 @@ func (s *postgresStore) LastFinished(ctx context.Context, tableID, policyID int6
 	return at.UTC(), nil
 }
 
+// TableInFlightJobs returns one table's in-flight rows.
+func (s *postgresStore) TableInFlightJobs(ctx context.Context, tableID int64) ([]Job, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+pgJobCols+` FROM table_maintenance_job
+		WHERE finished_at IS NULL AND table_id = $1 ORDER BY id`, tableID)
+	if err != nil {
+		return nil, pgError("list in-flight jobs of table", err)
+	}
+	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanPgJob(r) })
+	if err != nil {
+		return nil, pgError("list in-flight jobs of table", err)
+	}
+	return jobs, nil
+}
+
 // ListInFlightJobs pages through the in-flight rows of all tables.
 func (s *postgresStore) ListInFlightJobs(ctx context.Context, afterID int64, limit int) ([]Job, error) {
 	if err := validateLimit(limit); err != nil {

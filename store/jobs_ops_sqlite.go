@@ -25,28 +25,40 @@ func (s *sqliteStore) LastFinished(ctx context.Context, tableID, policyID int64)
 	return t, nil
 }
 
+// TableInFlightJobs returns one table's in-flight rows.
+func (s *sqliteStore) TableInFlightJobs(ctx context.Context, tableID int64) ([]Job, error) {
+	return s.queryJobs(ctx, "list in-flight jobs of table", `
+		SELECT `+sqliteJobCols+` FROM table_maintenance_job
+		WHERE finished_at IS NULL AND table_id = ?1 ORDER BY id`, tableID)
+}
+
 // ListInFlightJobs pages through the in-flight rows of all tables.
 func (s *sqliteStore) ListInFlightJobs(ctx context.Context, afterID int64, limit int) ([]Job, error) {
 	if err := validateLimit(limit); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, `
+	return s.queryJobs(ctx, "list in-flight jobs", `
 		SELECT `+sqliteJobCols+` FROM table_maintenance_job
 		WHERE finished_at IS NULL AND id > ?1 ORDER BY id LIMIT ?2`, afterID, limit)
+}
+
+// queryJobs runs a job-row query on the read pool.
+func (s *sqliteStore) queryJobs(ctx context.Context, op, query string, args ...any) ([]Job, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, sqliteError("list in-flight jobs", err)
+		return nil, sqliteError(op, err)
 	}
 	defer rows.Close()
 	var jobs []Job
 	for rows.Next() {
 		j, err := scanSQLiteJob(rows)
 		if err != nil {
-			return nil, sqliteError("list in-flight jobs", err)
+			return nil, sqliteError(op, err)
 		}
 		jobs = append(jobs, j)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, sqliteError("list in-flight jobs", err)
+		return nil, sqliteError(op, err)
 	}
 	return jobs, nil
 }

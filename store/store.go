@@ -294,6 +294,9 @@ type Store interface {
 	// job rows, zero if none finished: the cooldown (minIntervalMs) is
 	// measured from it.
 	LastFinished(ctx context.Context, tableID, policyID int64) (time.Time, error)
+	// TableInFlightJobs returns the in-flight job rows of one table, by id.
+	// The coordinator's gates start no job on a table that has one.
+	TableInFlightJobs(ctx context.Context, tableID int64) ([]Job, error)
 	// ListInFlightJobs returns up to limit in-flight job rows of all tables
 	// with id > afterID, by id ascending: the reconciler's sweep, in pages.
 	ListInFlightJobs(ctx context.Context, afterID int64, limit int) ([]Job, error)

@@ -48,6 +48,15 @@ func exerciseJobsOps(t *testing.T, setup func(*testing.T) *bundle) {
 	require.NoError(t, err)
 	require.Equal(t, base.Add(24*time.Hour), last, "an in-flight row does not count")
 
+	// TableInFlightJobs: only that table's open rows.
+	open, err := b.s.TableInFlightJobs(b.ctx, ta.ID)
+	require.NoError(t, err)
+	require.Len(t, open, 1)
+	require.Equal(t, aFlight.ID, open[0].ID)
+	open, err = b.s.TableInFlightJobs(b.ctx, 1<<40)
+	require.NoError(t, err)
+	require.Empty(t, open)
+
 	// ListInFlightJobs pages by id across tables.
 	page, err := b.s.ListInFlightJobs(b.ctx, 0, 1)
 	require.NoError(t, err)
