@@ -1,0 +1,194 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/tms-dev/tms/store"
+)
+
+// Reconciler defaults.
+const (
+	// DefaultSubmitDeadline is how long an in-flight row may wait for its
+	// external job id: a coordinator that died between inserting the row and
+	// submitting the job leaves a row nobody will ever run.
+	DefaultSubmitDeadline = 10 * time.Minute
+	// DefaultUnknownDeadline is how long after it started (or was created)
+	// an in-flight row whose job the submitter does not know is left alone.
+	// A local runner started by another coordinator process keeps running
+	// and closes its own row; this only catches jobs that vanished.
+	DefaultUnknownDeadline = 6 * time.Hour
+	// DefaultHistoryAge and DefaultHistoryPerTable bound the finished ledger
+	// rows kept (the newest row of each table and policy always stays).
+	DefaultHistoryAge      = 90 * 24 * time.Hour
+	DefaultHistoryPerTable = 500
+	reconcilePage          = 500
+)
+
+// ReconcilerConfig tunes a Reconciler. Zero values take the defaults.
+type ReconcilerConfig struct {
+	SubmitDeadline  time.Duration
+	UnknownDeadline time.Duration
+	// HistoryAge purges finished rows older than this; negative keeps all.
+	HistoryAge time.Duration
+	// HistoryPerTable purges finished rows beyond this many per table;
+	// negative keeps all.
+	HistoryPerTable int
+	Clock           Clock
+	Log             *zap.Logger
+}
+
+// Reconciler closes ledger rows that nobody else will close: the runner
+// crashed or was killed (its job is terminal but the row is in flight), the
+// job was never submitted, or it vanished (unknown to the submitter past a
+// deadline). It bumps the row's fence before closing it, so a runner that
+// is in fact still alive is fenced out instead of overwriting the decision.
+// It never invents metrics: a closed row gets a status and an error, no
+// after snapshot. Run one at a time across nodes (serve runs it as a
+// recurring task, whose claim is the lease).
+type Reconciler struct {
+	st  store.Store
+	sub Submitter
+	cfg ReconcilerConfig
+}
+
+// ReconcileReport counts what one Sweep did.
+type ReconcileReport struct {
+	Checked int
+	// Closed maps the status rows were closed with to their count.
+	Closed map[store.JobStatus]int
+	Purged int64
+}
+
+// NewReconciler returns a Reconciler over st asking sub about jobs.
+func NewReconciler(st store.Store, sub Submitter, cfg ReconcilerConfig) *Reconciler {
+	cfg.SubmitDeadline = cmp.Or(cfg.SubmitDeadline, DefaultSubmitDeadline)
+	cfg.UnknownDeadline = cmp.Or(cfg.UnknownDeadline, DefaultUnknownDeadline)
+	cfg.HistoryAge = cmp.Or(cfg.HistoryAge, DefaultHistoryAge)
+	cfg.HistoryPerTable = cmp.Or(cfg.HistoryPerTable, DefaultHistoryPerTable)
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	return &Reconciler{st: st, sub: sub, cfg: cfg}
+}
+
+// Sweep looks at every in-flight row once, closes those that must be
+// closed, then purges history. A Status error for one job is logged and
+// that row left for the next sweep: it is not evidence about the job.
+func (r *Reconciler) Sweep(ctx context.Context) (ReconcileReport, error) {
+	rep := ReconcileReport{Closed: map[store.JobStatus]int{}}
+	var after int64
+	for {
+		jobs, err := r.st.ListInFlightJobs(ctx, after, reconcilePage)
+		if err != nil {
+			return rep, fmt.Errorf("reconcile: %w", err)
+		}
+		for _, j := range jobs {
+			after = j.ID
+			rep.Checked++
+			status, reason, err := r.verdict(ctx, j)
+			if err != nil {
+				r.cfg.Log.Warn("reconcile: cannot tell how a job is doing; trying again next sweep",
+					zap.Int64("job", j.ID), zap.String("external_job_id", j.JobID), zap.Error(err))
+				continue
+			}
+			if status == "" {
+				continue
+			}
+			closed, err := r.close(ctx, j.ID, status, reason)
+			if err != nil {
+				return rep, fmt.Errorf("reconcile job %d: %w", j.ID, err)
+			}
+			if closed {
+				rep.Closed[status]++
+				r.cfg.Log.Warn("reconciler closed a job row", zap.Int64("job", j.ID), zap.Int64("table", j.TableID),
+					zap.String("external_job_id", j.JobID), zap.String("status", string(status)), zap.String("reason", reason))
+			}
+		}
+		if len(jobs) < reconcilePage {
+			break
+		}
+	}
+	p := store.Purge{}
+	if r.cfg.HistoryAge > 0 {
+		p.FinishedBefore = r.cfg.Clock.Now().Add(-r.cfg.HistoryAge)
+	}
+	if r.cfg.HistoryPerTable > 0 {
+		p.KeepPerTable = r.cfg.HistoryPerTable
+	}
+	n, err := r.st.PurgeJobs(ctx, p)
+	if err != nil {
+		return rep, fmt.Errorf("reconcile: %w", err)
+	}
+	rep.Purged = n
+	return rep, nil
+}
+
+// verdict says how to close in-flight row j, or "" to leave it.
+func (r *Reconciler) verdict(ctx context.Context, j store.Job) (store.JobStatus, string, error) {
+	now := r.cfg.Clock.Now()
+	if j.JobID == "" {
+		if age := now.Sub(j.CreatedAt); age > r.cfg.SubmitDeadline {
+			return store.StatusFailed, fmt.Sprintf("reconciler: the job was never submitted (no external job id %s after the row was created)", age.Round(time.Second)), nil
+		}
+		return "", "", nil
+	}
+	st, err := r.sub.Status(ctx, j.JobID)
+	if err != nil {
+		return "", "", err
+	}
+	switch st.State {
+	case JobSucceeded:
+		return store.StatusLost, fmt.Sprintf("reconciler: job %s exited 0 but never closed its row", j.JobID), nil
+	case JobCancelled:
+		return store.StatusCancelled, fmt.Sprintf("reconciler: job %s was cancelled before it closed its row: %s", j.JobID, st.Message), nil
+	case JobFailed:
+		if st.ExitCode < 0 {
+			return store.StatusFailed, fmt.Sprintf("reconciler: job %s ended without closing its row (killed or never started): %s", j.JobID, st.Message), nil
+		}
+		return store.StatusFailed, fmt.Sprintf("reconciler: job %s exited with code %d without closing its row: %s", j.JobID, st.ExitCode, st.Message), nil
+	case JobUnknown:
+		since := j.CreatedAt
+		if !j.StartedAt.IsZero() {
+			since = j.StartedAt
+		}
+		if age := now.Sub(since); age > r.cfg.UnknownDeadline {
+			return store.StatusLost, fmt.Sprintf("reconciler: job %s is unknown to the submitter %s after it started", j.JobID, age.Round(time.Second)), nil
+		}
+	}
+	return "", "", nil
+}
+
+// close fences the row out and finishes it, unless the runner finished it
+// meanwhile (the runner closes its row before its process ends, so a row
+// still open after a terminal status was left open). It reports whether
+// this call closed it.
+func (r *Reconciler) close(ctx context.Context, id int64, status store.JobStatus, reason string) (bool, error) {
+	j, err := r.st.GetJob(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !j.InFlight() {
+		return false, nil
+	}
+	fence, err := r.st.BumpFence(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	err = r.st.FinishJob(ctx, id, fence, store.Finish{Status: status, Error: reason, At: r.cfg.Clock.Now()})
+	if errors.Is(err, store.ErrStaleFence) {
+		return false, nil // closed by someone else between the bump and the finish
+	}
+	return err == nil, err
+}

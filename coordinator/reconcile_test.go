@@ -1,0 +1,118 @@
+package coordinator_test
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/store"
+)
+
+// TestReconcileKilledRunner kills a real runner with SIGKILL in the middle
+// of its job: its row stays running until the reconciler sees the job is
+// over, bumps the fence and closes the row failed, with no after snapshot.
+// A second sweep changes nothing.
+func TestReconcileKilledRunner(t *testing.T) {
+	t.Parallel()
+	l := newLocalLedger(t, store.BackendPostgres)
+	uri, accepted := hangingCatalog(t)
+	j := hangingJob(t, l, uri, 7)
+	s := newLocal(t, coordinator.LocalConfig{})
+	id, err := s.Submit(t.Context(), request(l, j))
+	require.NoError(t, err)
+	require.NoError(t, l.st.SetJobID(t.Context(), j.ID, j.Fence, id))
+	waitRunnerInside(t, l, j.ID, accepted)
+
+	rec := coordinator.NewReconciler(l.st, s, coordinator.ReconcilerConfig{Log: zaptest.NewLogger(t)})
+	rep, err := rec.Sweep(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Checked)
+	require.Empty(t, rep.Closed, "a running job is left alone")
+
+	pid := status(t, s, id).PID
+	require.NotZero(t, pid)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	st := waitEnded(t, s, id)
+	require.Equal(t, coordinator.JobFailed, st.State)
+	require.Equal(t, store.StatusRunning, l.get(t, j.ID).Status, "a killed runner cannot close its row")
+
+	rep, err = rec.Sweep(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, map[store.JobStatus]int{store.StatusFailed: 1}, rep.Closed)
+	got := l.get(t, j.ID)
+	require.Equal(t, store.StatusFailed, got.Status)
+	require.False(t, got.InFlight())
+	require.Nil(t, got.AfterSnapshotID, "metrics are never invented")
+	require.Greater(t, got.Fence, j.Fence, "the fence was bumped before closing")
+	require.Contains(t, got.Error, "without closing its row")
+	require.ErrorIs(t, l.st.FinishJob(t.Context(), j.ID, j.Fence, store.Finish{Status: store.StatusSucceeded}), store.ErrStaleFence,
+		"a zombie runner with the old fence cannot overwrite the decision")
+
+	rep, err = rec.Sweep(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, rep.Checked)
+	require.Empty(t, rep.Closed)
+}
+
+// TestReconcileDeadlines drives the clock: a row never submitted is closed
+// failed after the submit deadline, a row whose job this submitter does not
+// know is closed lost after the unknown deadline, and neither before. A
+// finished row is never touched, and history is purged by count.
+func TestReconcileDeadlines(t *testing.T) {
+	t.Parallel()
+	for _, backend := range localBackends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			l := newLocalLedger(t, backend)
+			ctx := t.Context()
+			clock := coordinator.NewManualClock(time.Now())
+			s := newLocal(t, coordinator.LocalConfig{}) // knows no job: every id is unknown to it
+			rec := coordinator.NewReconciler(l.st, s, coordinator.ReconcilerConfig{
+				SubmitDeadline: time.Minute, UnknownDeadline: time.Hour, HistoryPerTable: 2,
+				Clock: clock, Log: zaptest.NewLogger(t),
+			})
+
+			spec := map[string]any{"catalog": map[string]any{"warehouse-dir": "/nowhere"}, "table": "tms.t", "steps": []any{map[string]any{"type": "compaction"}}}
+			unsubmitted := l.job(t, "tms.t", "u1", 1, []string{"compaction"}, spec)
+			vanished := l.job(t, "tms.t", "u1", 2, []string{"compaction"}, spec)
+			require.NoError(t, l.st.SetJobID(ctx, vanished.ID, vanished.Fence, "local-elsewhere-1"))
+			require.NoError(t, l.st.StartJob(ctx, vanished.ID, vanished.Fence, time.Time{}))
+			// Three finished rows of policy 3 on the table.
+			var finished []store.Job
+			for range 3 {
+				f := l.job(t, "tms.t", "u1", 3, []string{"compaction"}, spec)
+				require.NoError(t, l.st.FinishJob(ctx, f.ID, f.Fence, store.Finish{Status: store.StatusSucceeded}))
+				finished = append(finished, f)
+			}
+
+			clock.Advance(30 * time.Second)
+			rep, err := rec.Sweep(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 2, rep.Checked)
+			require.Empty(t, rep.Closed)
+			require.EqualValues(t, 1, rep.Purged, "4 finished rows would exceed 2 per table; the newest of the policy stays")
+
+			clock.Advance(time.Minute)
+			rep, err = rec.Sweep(ctx)
+			require.NoError(t, err)
+			require.Equal(t, map[store.JobStatus]int{store.StatusFailed: 1}, rep.Closed)
+			got := l.get(t, unsubmitted.ID)
+			require.Equal(t, store.StatusFailed, got.Status)
+			require.Contains(t, got.Error, "never submitted")
+			require.True(t, l.get(t, vanished.ID).InFlight())
+
+			clock.Advance(time.Hour)
+			rep, err = rec.Sweep(ctx)
+			require.NoError(t, err)
+			require.Equal(t, map[store.JobStatus]int{store.StatusLost: 1}, rep.Closed)
+			got = l.get(t, vanished.ID)
+			require.Equal(t, store.StatusLost, got.Status)
+			require.Contains(t, got.Error, "unknown to the submitter")
+			require.Equal(t, store.StatusSucceeded, l.get(t, finished[2].ID).Status)
+		})
+	}
+}
