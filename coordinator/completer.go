@@ -2,103 +2,175 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/store"
 )
 
-// maxCompletionBatch bounds the rows of one group-committed completion.
+// maxCompletionBatch bounds the completions one statement carries.
 const maxCompletionBatch = 1000
 
-// completion is one one-shot success waiting in the completer.
+// completion is a one-shot success waiting for its pool's next statement.
 type completion struct {
-	claim store.Task
-	done  chan error
+	x *Execution
+	// done receives the verdict of a caller waiting for it (Complete); nil
+	// for a completion queued when the handler returned, whose execution
+	// the verdict also removes from the running set (it stays there, and
+	// heartbeated, until its row is deleted).
+	done chan error
 }
 
-// completer group-commits the plain deletes of one-shot successes: it takes
-// one request, adds whatever else is already waiting, and deletes them all
-// in one statement, each row guarded by its own claim's version. While a
-// batch commits the next one gathers, so a busy node pays one commit per
-// batch instead of per task, and an idle one adds no delay.
-//
-// When ctx ends it flushes what is queued and returns; Run stops it only
-// after every callback returned, so nothing is queued after that.
-func (e *Engine) completer(ctx context.Context) {
-	for {
-		var batch []completion
-		select {
-		case <-ctx.Done():
-			if e.dead.Load() {
-				return // cut off: the rows are revived elsewhere
-			}
-			select {
-			case c := <-e.completions:
-				batch = append(batch, c)
-			default:
-				return
-			}
-		case c := <-e.completions:
-			batch = append(batch, c)
-		}
-	gather:
-		for len(batch) < maxCompletionBatch {
-			select {
-			case c := <-e.completions:
-				batch = append(batch, c)
-			default:
-				break gather
-			}
-		}
-		claims := make([]store.Task, len(batch))
-		for i, c := range batch {
-			claims[i] = c.claim
-		}
-		cctx, cancel := context.WithTimeout(context.Background(), e.cfg.HeartbeatInterval)
-		stale, err := e.sch.CompleteTasks(cctx, claims, e.cfg.Clock.Now())
-		cancel()
-		isStale := make(map[store.TaskKey]bool, len(stale))
-		for _, k := range stale {
-			isStale[k] = true
-		}
-		for _, c := range batch {
-			var cerr error
-			switch {
-			case err != nil:
-				cerr = err
-			case isStale[c.claim.TaskKey]:
-				cerr = fmt.Errorf("%w: complete task: task %s version %d is no longer held", store.ErrStaleFence, c.claim.TaskKey, c.claim.Version)
-			}
-			e.countCompletion(cerr)
-			if c.done != nil {
-				c.done <- cerr
-			} else if cerr != nil {
-				e.logCompletionError(c.claim, cerr)
-			}
-		}
-	}
-}
+// The pool group-commits the plain deletes of one-shot successes: a thread
+// whose handler returned nil queues its completion and is free at once, and
+// the pool's next statement deletes every queued row, each guarded by its
+// own claim's version, in the same transaction as the claim of the next due
+// rows (store.Scheduler.CompleteAndClaim). A busy node pays one commit per
+// batch, finishing one batch and taking the next; before each statement the
+// pool waits up to gatherWindow for its other running callbacks, so short
+// ones share it. The row stays picked, and heartbeated, until that commit,
+// so no other node can claim it; a statement that fails is retried with the
+// same completions after the poll interval.
 
-// completeDeleteAsync queues a one-shot success and returns at once: the
-// row stays picked (so nobody else claims it) until the completer commits,
-// milliseconds later, so the thread is free for the next claim.
-func (e *Engine) completeDeleteAsync(claim store.Task) {
-	e.completions <- completion{claim: claim}
-}
-
-// completeDelete hands a one-shot success to the completer and waits for
-// its verdict.
-func (e *Engine) completeDelete(ctx context.Context, claim store.Task) error {
-	c := completion{claim: claim, done: make(chan error, 1)}
+// queue hands c to the pool's next statement.
+func (p *pool) queue(c completion) {
+	p.mu.Lock()
+	p.pending = append(p.pending, c)
+	p.mu.Unlock()
 	select {
-	case e.completions <- c:
-	case <-ctx.Done():
-		return ctx.Err()
+	case p.flushC <- struct{}{}:
+	default:
 	}
+}
+
+// takePending removes and returns up to maxCompletionBatch queued
+// completions.
+func (p *pool) takePending() []completion {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := min(len(p.pending), maxCompletionBatch)
+	if n == 0 {
+		return nil
+	}
+	batch := make([]completion, n)
+	copy(batch, p.pending)
+	p.pending = append(p.pending[:0], p.pending[n:]...)
+	return batch
+}
+
+// requeue puts back completions whose statement failed, ahead of newer
+// ones.
+func (p *pool) requeue(batch []completion) {
+	p.mu.Lock()
+	p.pending = append(batch, p.pending...)
+	p.mu.Unlock()
+}
+
+func (p *pool) hasPending() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.pending) > 0
+}
+
+// step runs one statement: it completes batch and, when free is positive,
+// claims up to free due rows. The statement is not cancelled with the pool
+// (only by the watchdog, or after writeTimeout): a claim that committed must
+// reach the pool, or its rows would wait for the rescuer. On an error the queued completions go back to the pool for the
+// next try (a waiting caller gets the error instead).
+func (p *pool) step(batch []completion, free int) ([]store.Task, error) {
+	e := p.e
+	ctx, cancel := e.writeTimeout()
+	defer cancel()
+	done := make([]store.Task, len(batch))
+	for i, c := range batch {
+		done[i] = c.x.Task
+	}
+	now := e.cfg.Clock.Now()
+	r := store.ClaimRequest{Names: p.names, Node: e.cfg.NodeID, Limit: free, Now: now}
+	claimed, stale, err := e.sch.CompleteAndClaim(ctx, done, now, r)
+	if err != nil {
+		var retry []completion
+		for _, c := range batch {
+			if c.done != nil {
+				c.done <- err
+			} else {
+				retry = append(retry, c)
+			}
+		}
+		if len(retry) > 0 {
+			p.requeue(retry)
+		}
+		return nil, err
+	}
+	e.stats.claimed.Add(int64(len(claimed)))
+	isStale := make(map[store.TaskKey]bool, len(stale))
+	for _, k := range stale {
+		isStale[k] = true
+	}
+	for _, c := range batch {
+		var cerr error
+		if isStale[c.x.Task.TaskKey] {
+			cerr = fmt.Errorf("%w: complete task: task %s version %d is no longer held", store.ErrStaleFence, c.x.Task.TaskKey, c.x.Task.Version)
+		}
+		e.countCompletion(cerr)
+		if c.done != nil {
+			c.done <- cerr
+			continue
+		}
+		e.forget(c.x)
+		if cerr != nil {
+			e.logCompletionError(c.x.Task, cerr)
+		}
+	}
+	return claimed, nil
+}
+
+// flush completes what is queued, without claiming, until nothing is left
+// or a statement fails. Run calls it through the pool's loop when it stops.
+func (p *pool) flush() {
+	for !p.e.dead.Load() {
+		batch := p.takePending()
+		if len(batch) == 0 {
+			return
+		}
+		if _, err := p.step(batch, 0); err != nil {
+			p.e.log.Error("completions not written at shutdown; the rescuer will revive their rows",
+				zap.String("pool", p.name), zap.Error(err))
+			for _, c := range p.takePending() {
+				p.e.forget(c.x)
+			}
+			return
+		}
+	}
+}
+
+// completeDelete hands a one-shot success to its pool and waits for its
+// verdict.
+func (e *Engine) completeDelete(ctx context.Context, x *Execution) error {
+	p := e.poolOf[x.Task.Name]
+	c := completion{x: x, done: make(chan error, 1)}
+	p.queue(c)
 	select {
 	case err := <-c.done:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-p.exited:
+		select {
+		case err := <-c.done:
+			return err
+		default:
+			return fmt.Errorf("complete task %s: the node stopped before writing the completion", x.Task.TaskKey)
+		}
 	}
+}
+
+func (e *Engine) logCompletionError(claim store.Task, err error) {
+	if errors.Is(err, store.ErrStaleFence) {
+		e.log.Warn("completion rejected: claim no longer held", zap.Stringer("task", claim.TaskKey), zap.Error(err))
+		return
+	}
+	e.log.Error("completion failed; the rescuer will revive the row", zap.Stringer("task", claim.TaskKey), zap.Error(err))
 }

@@ -29,13 +29,16 @@ type Engine struct {
 	// callbacks get to finish during a graceful shutdown.
 	execCtx    context.Context
 	execCancel context.CancelFunc
+	// writeCtx bounds the engine's own writes; the watchdog cancels it, so
+	// a node cut off from the database stops waiting for it at once.
+	writeCtx   context.Context
+	stopWrites context.CancelFunc
 
 	mu      sync.Mutex
 	running map[store.TaskKey]*Execution
 	wg      sync.WaitGroup // running callbacks
 
-	completions chan completion // to the completer
-	stats       counters
+	stats counters
 
 	dead      atomic.Bool   // the watchdog fired: write nothing more
 	ready     chan struct{} // closed once Run is claiming and listening
@@ -55,9 +58,10 @@ func New(sch store.Scheduler, cfg Config, kinds ...Kind) (*Engine, error) {
 		cfg: cfg, sch: sch, log: cfg.Log.With(zap.String("node", cfg.NodeID)),
 		kinds: map[string]*Kind{}, pools: map[string]*pool{}, poolOf: map[string]*pool{},
 		running: map[store.TaskKey]*Execution{}, fatal: make(chan error, 1),
-		completions: make(chan completion, 4*maxCompletionBatch), ready: make(chan struct{}),
+		ready: make(chan struct{}),
 	}
 	e.execCtx, e.execCancel = context.WithCancel(context.Background())
+	e.writeCtx, e.stopWrites = context.WithCancel(context.Background())
 	for i := range kinds {
 		k := kinds[i]
 		switch {
@@ -190,19 +194,23 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer stopLiveness()
 
 	var bg sync.WaitGroup
-	for _, p := range e.pools {
-		bg.Go(func() { p.run(pollCtx) })
-	}
 	bg.Go(func() { e.listen(pollCtx) })
+	// The pools outlive polling: they complete what callbacks queue while
+	// the node drains, and flush it when liveness stops.
 	var live sync.WaitGroup
+	for _, p := range e.pools {
+		live.Go(func() { p.run(pollCtx, liveCtx) })
+	}
 	live.Go(func() { e.liveness(liveCtx) })
-	live.Go(func() { e.completer(liveCtx) })
 
 	var result error
 	select {
 	case <-ctx.Done():
 		stopPolling()
 		bg.Wait()
+		for _, p := range e.pools {
+			<-p.claimsDone // no claim is started after this
+		}
 		result = e.drain()
 	case err := <-e.fatal:
 		result = err
@@ -210,14 +218,19 @@ func (e *Engine) Run(ctx context.Context) error {
 	if result != nil {
 		e.log.Error("watchdog: stopping node", zap.Error(result))
 		e.dead.Store(true)
+		e.stopWrites()
 		stopPolling()
 		e.execCancel()
 		bg.Wait()
+		for _, p := range e.pools {
+			<-p.claimsDone
+		}
 		e.wg.Wait()
 	}
 	stopLiveness()
 	live.Wait()
 	e.execCancel()
+	e.stopWrites()
 	if result == nil {
 		rmCtx, cancel := context.WithTimeout(context.Background(), e.cfg.HeartbeatInterval)
 		defer cancel()
@@ -309,15 +322,28 @@ func (e *Engine) runningClaims() []store.Task {
 }
 
 // dropClaims cancels the callbacks of claims this node no longer holds.
+// A claim whose completion is under way is not reported: its own commit
+// may be what ended it, and if not, the completion's verdict tells.
 func (e *Engine) dropClaims(lost []store.TaskKey) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, k := range lost {
-		if x := e.running[k]; x != nil {
-			e.log.Warn("claim lost; cancelling its callback", zap.Stringer("task", k))
-			x.cancel()
+		x := e.running[k]
+		if x == nil {
+			continue
 		}
+		if !x.completing.Load() && !x.queued.Load() {
+			e.log.Warn("claim lost; cancelling its callback", zap.Stringer("task", k))
+		}
+		x.cancel()
 	}
+}
+
+// writeTimeout bounds one statement of a pool or a completion: long enough
+// for a slow database, short enough that claimed rows start (and are
+// heartbeated) before anyone could find them stale.
+func (e *Engine) writeTimeout() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(e.writeCtx, e.cfg.WatchdogTimeout)
 }
 
 // Stats are counters of one engine since New, for metrics and benchmarks.

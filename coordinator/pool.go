@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,9 +14,11 @@ import (
 )
 
 // pool is a fixed number of threads running the claims of some task kinds.
-// Its loop claims as many due rows as it has free threads, in one statement,
-// and waits for a wake-up (a due row scheduled here or notified by another
-// node), a freed thread after a full claim, or the poll interval.
+// Its loop runs one statement at a time, which completes the one-shot
+// successes queued since the last one and claims as many due rows as the
+// pool has free threads (see completer.go). Between statements it waits for
+// a wake-up (a due row scheduled here or notified by another node), a queued
+// completion, a freed thread after a full claim, or the poll interval.
 type pool struct {
 	e       *Engine
 	name    string
@@ -24,10 +27,23 @@ type pool struct {
 	busy    atomic.Int64
 	wakeC   chan struct{} // buffered 1: "look for due rows now"
 	freed   chan struct{} // buffered 1: a thread finished
+	flushC  chan struct{} // buffered 1: a completion was queued
+	exited  chan struct{} // closed when run returns
+	// claimsDone is closed once the loop has stopped claiming: every claim
+	// it made has been started.
+	claimsDone     chan struct{}
+	claimsDoneOnce sync.Once
+
+	mu      sync.Mutex
+	pending []completion // one-shot successes for the next statement
 }
 
 func newPool(e *Engine, name string, threads int) *pool {
-	return &pool{e: e, name: name, threads: threads, wakeC: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
+	return &pool{
+		e: e, name: name, threads: threads,
+		wakeC: make(chan struct{}, 1), freed: make(chan struct{}, 1), flushC: make(chan struct{}, 1),
+		exited: make(chan struct{}), claimsDone: make(chan struct{}),
+	}
 }
 
 func (p *pool) signal() {
@@ -37,34 +53,67 @@ func (p *pool) signal() {
 	}
 }
 
-// run is the pool's claim loop; it returns when ctx ends.
-func (p *pool) run(ctx context.Context) {
+// run is the pool's loop. It claims until pollCtx ends, then only completes
+// what its callbacks queue, until liveCtx ends; then it flushes the queue
+// and returns. A node stopped by the watchdog writes nothing more.
+func (p *pool) run(pollCtx, liveCtx context.Context) {
+	defer close(p.exited)
+	defer p.stopClaiming()
 	cfg := p.e.cfg
-	for ctx.Err() == nil {
-		free := p.threads - int(p.busy.Load())
-		full := false
-		if free > 0 {
-			claims, err := p.claim(ctx, free)
-			if err != nil && ctx.Err() == nil {
-				p.e.log.Warn("claim failed; retrying after the poll interval", zap.String("pool", p.name), zap.Error(err))
+	for !p.e.dead.Load() {
+		claiming := pollCtx.Err() == nil
+		if !claiming {
+			p.stopClaiming()
+		}
+		if !claiming && liveCtx.Err() != nil {
+			p.flush()
+			return
+		}
+		p.gather()
+		free := 0
+		if claiming {
+			free = p.threads - int(p.busy.Load())
+		}
+		batch := p.takePending()
+		full, failed := false, false
+		if free > 0 || len(batch) > 0 {
+			claims, err := p.step(batch, free)
+			if err != nil {
+				failed = true
+				if !p.e.dead.Load() {
+					p.e.log.Warn("claim or completion failed; retrying after the poll interval",
+						zap.String("pool", p.name), zap.Int("completions", len(batch)), zap.Error(err))
+				}
 			}
-			p.e.stats.claimed.Add(int64(len(claims)))
+			if p.e.dead.Load() {
+				return // cut off: claims that reached us anyway are revived elsewhere
+			}
 			for _, c := range claims {
 				p.start(c)
 			}
-			full = err == nil && len(claims) == free
-			if full && p.threads-int(p.busy.Load()) > 0 {
-				continue // more rows may be due and threads are free already
+			full = err == nil && free > 0 && len(claims) == free
+			if !failed && (p.hasPending() || full && p.threads-int(p.busy.Load()) > 0) {
+				continue // more to do at once
 			}
 		}
-		var freed chan struct{}
-		if full || free <= 0 {
-			freed = p.freed // saturated: claim again as soon as a thread is free
+		var wake, flush, freed <-chan struct{}
+		if !failed {
+			// After a failure only the poll interval ends the wait, so a
+			// database that is down is not hammered.
+			wake, flush = p.wakeC, p.flushC
+			if full || free <= 0 {
+				freed = p.freed // saturated: claim again as soon as a thread is free
+			}
+		}
+		done := pollCtx.Done()
+		if !claiming {
+			done = liveCtx.Done()
 		}
 		wait, stop := cfg.Clock.After(cfg.PollInterval)
 		select {
-		case <-ctx.Done():
-		case <-p.wakeC:
+		case <-done:
+		case <-wake:
+		case <-flush:
 		case <-freed:
 		case <-wait:
 		}
@@ -72,13 +121,29 @@ func (p *pool) run(ctx context.Context) {
 	}
 }
 
-// claim fetches up to n due rows. The statement is not cancelled with the
-// pool: a claim that committed must reach the pool, or its rows would wait
-// for the rescuer.
-func (p *pool) claim(ctx context.Context, n int) ([]store.Task, error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.e.cfg.HeartbeatInterval)
-	defer cancel()
-	return p.e.sch.ClaimTasks(cctx, store.ClaimRequest{Names: p.names, Node: p.e.cfg.NodeID, Limit: n, Now: p.e.cfg.Clock.Now()})
+func (p *pool) stopClaiming() { p.claimsDoneOnce.Do(func() { close(p.claimsDone) }) }
+
+// gatherWindow is how long a pool woken by a finished callback waits for
+// the others still running, so that one statement carries all of their
+// completions and claims their threads' next rows. Short callbacks finish
+// within it and share a commit; long ones lose at most this much.
+const gatherWindow = time.Millisecond
+
+// gather waits up to gatherWindow (real time: it batches statements and
+// decides nothing) for the pool's running callbacks to finish.
+func (p *pool) gather() {
+	if p.busy.Load() == 0 {
+		return
+	}
+	t := time.NewTimer(gatherWindow)
+	defer t.Stop()
+	for p.busy.Load() > 0 {
+		select {
+		case <-p.freed:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // start runs one claim on its own goroutine.
@@ -93,21 +158,29 @@ func (p *pool) start(c store.Task) {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		defer func() {
-			cancel()
-			e.mu.Lock()
-			if e.running[c.TaskKey] == x {
-				delete(e.running, c.TaskKey)
-			}
-			e.mu.Unlock()
-			p.busy.Add(-1)
-			select {
-			case p.freed <- struct{}{}:
-			default:
-			}
-		}()
-		x.run(ctx)
+		queued := x.run(ctx)
+		cancel()
+		if queued == nil {
+			e.forget(x)
+		}
+		p.busy.Add(-1)
+		if queued != nil {
+			p.queue(*queued)
+		}
+		select {
+		case p.freed <- struct{}{}:
+		default:
+		}
 	}()
+}
+
+// forget removes x from the running set, whose claims are heartbeated.
+func (e *Engine) forget(x *Execution) {
+	e.mu.Lock()
+	if e.running[x.Task.TaskKey] == x {
+		delete(e.running, x.Task.TaskKey)
+	}
+	e.mu.Unlock()
 }
 
 // Execution is one claimed run of a task, handed to its Handler.
@@ -117,8 +190,13 @@ type Execution struct {
 	e      *Engine
 	kind   *Kind
 	cancel context.CancelFunc
-	done   atomic.Bool // a completion was applied or attempted
-	next   time.Time   // overrides the recurring kind's next instant
+	next   time.Time // overrides the recurring kind's next instant
+
+	queued      atomic.Bool // its success waits for the pool's statement
+	completing  atomic.Bool // Complete was called
+	mu          sync.Mutex
+	settled     bool  // a Complete committed or found the claim stale
+	completeErr error // the last Complete's other error (nothing written)
 }
 
 // Node returns the id of the node running the execution.
@@ -136,30 +214,51 @@ func (x *Execution) NextAt(at time.Time) { x.next = at }
 // guarded by the claim's version: if the claim is no longer held, nothing is
 // written, fn is not called and the error wraps store.ErrStaleFence. fn may
 // be nil. Rows fn schedules due at once wake their pools after the commit.
-// After Complete the engine applies no completion of its own, whatever the
-// handler returns.
+// Once a Complete committed, or was rejected with ErrStaleFence, the engine
+// applies no completion of its own, whatever the handler returns. A
+// Complete that failed otherwise (fn's error, the database unreachable)
+// wrote nothing: unless a later call succeeds, the run counts as a failure
+// (consecutive_failures, backoff, Kind.MaxFailures) even if the handler
+// returns nil, so the task runs again and fn's writes are not lost.
 func (x *Execution) Complete(ctx context.Context, fn func(ctx context.Context, tx store.TxWriter) error) error {
-	x.done.Store(true)
+	x.completing.Store(true)
 	c := x.success()
-	if fn == nil {
-		err := x.e.complete(ctx, x.Task, c)
-		if c.Action != store.CompleteDelete {
-			x.e.countCompletion(err)
+	var err error
+	switch {
+	case fn == nil && c.Action == store.CompleteDelete:
+		err = x.e.completeDelete(ctx, x) // counted by the pool
+	case fn == nil:
+		err = x.e.sch.CompleteTask(ctx, x.Task, c)
+		x.e.countCompletion(err)
+	default:
+		w := &wakingTx{now: c.Now}
+		err = x.e.sch.CompleteTaskWith(ctx, x.Task, c, func(ctx context.Context, tx store.TxWriter) error {
+			w.TxWriter = tx
+			return fn(ctx, w)
+		})
+		x.e.countCompletion(err)
+		if err == nil {
+			for _, name := range w.due {
+				x.e.wake(name)
+			}
 		}
-		return err
 	}
-	w := &wakingTx{now: c.Now}
-	err := x.e.sch.CompleteTaskWith(ctx, x.Task, c, func(ctx context.Context, tx store.TxWriter) error {
-		w.TxWriter = tx
-		return fn(ctx, w)
-	})
-	x.e.countCompletion(err)
-	if err == nil {
-		for _, name := range w.due {
-			x.e.wake(name)
-		}
+	x.mu.Lock()
+	if err == nil || errors.Is(err, store.ErrStaleFence) {
+		x.settled, x.completeErr = true, nil
+	} else if !x.settled {
+		x.completeErr = err
 	}
+	x.mu.Unlock()
 	return err
+}
+
+// outcome returns whether a Complete settled the claim, and else the error
+// of a Complete that failed.
+func (x *Execution) outcome() (settled bool, completeErr error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.settled, x.completeErr
 }
 
 func (x *Execution) success() store.Completion {
@@ -173,18 +272,24 @@ func (x *Execution) success() store.Completion {
 	return store.Completion{Action: store.CompleteDelete, Now: now}
 }
 
-// run calls the handler and applies the completion it leads to.
-func (x *Execution) run(ctx context.Context) {
+// run calls the handler and applies the completion it leads to. A plain
+// one-shot success is not applied here: run returns it for the pool's next
+// statement, and the thread is free at once.
+func (x *Execution) run(ctx context.Context) *completion {
 	e := x.e
 	err := x.call(ctx)
-	if x.done.Load() {
+	settled, completeErr := x.outcome()
+	if settled {
 		if err != nil && !errors.Is(err, store.ErrStaleFence) {
 			e.log.Warn("task handler failed after completing", zap.Stringer("task", x.Task.TaskKey), zap.Error(err))
 		}
-		return
+		return nil
+	}
+	if completeErr != nil && err == nil {
+		err = fmt.Errorf("the handler returned nil after its completion failed: %w", completeErr)
 	}
 	if e.dead.Load() {
-		return // cut off from the database: the rescuer elsewhere revives the row
+		return nil // cut off from the database: the rescuer elsewhere revives the row
 	}
 	var c store.Completion
 	switch {
@@ -204,32 +309,17 @@ func (x *Execution) run(ctx context.Context) {
 		}
 	}
 	if c.Action == store.CompleteDelete {
-		e.completeDeleteAsync(x.Task)
-		return
+		x.queued.Store(true)
+		return &completion{x: x}
 	}
-	cctx, cancel := context.WithTimeout(context.Background(), e.cfg.HeartbeatInterval)
+	cctx, cancel := e.writeTimeout()
 	defer cancel()
 	err = e.sch.CompleteTask(cctx, x.Task, c)
 	e.countCompletion(err)
 	if err != nil {
 		e.logCompletionError(x.Task, err)
 	}
-}
-
-func (e *Engine) logCompletionError(claim store.Task, err error) {
-	if errors.Is(err, store.ErrStaleFence) {
-		e.log.Warn("completion rejected: claim no longer held", zap.Stringer("task", claim.TaskKey), zap.Error(err))
-		return
-	}
-	e.log.Error("completion failed; the rescuer will revive the row", zap.Stringer("task", claim.TaskKey), zap.Error(err))
-}
-
-// complete applies c, group-committing plain deletes through the completer.
-func (e *Engine) complete(ctx context.Context, claim store.Task, c store.Completion) error {
-	if c.Action == store.CompleteDelete {
-		return e.completeDelete(ctx, claim)
-	}
-	return e.sch.CompleteTask(ctx, claim, c)
+	return nil
 }
 
 // call runs the handler, turning a panic into an error.

@@ -195,6 +195,16 @@ type Scheduler interface {
 	// the claims that were stale (nothing changed for those). It lets a node
 	// group-commit the completions of many short tasks.
 	CompleteTasks(ctx context.Context, claims []Task, now time.Time) (stale []TaskKey, err error)
+	// CompleteAndClaim is CompleteTasks(done) followed by ClaimTasks(r) in
+	// one transaction, so a busy pool pays one commit for finishing a batch
+	// and taking the next. The deletes come first, each guarded by its own
+	// claim's version; stale returns the keys of the done claims that were
+	// stale (nothing changed for those). A row an upsert asked to run again
+	// is put back unpicked, due at its rerun time; the same call may claim
+	// it (SQLite) or leave it to the next one (PostgreSQL). With
+	// r.Limit zero it only completes (r is not checked then); with done
+	// empty it only claims.
+	CompleteAndClaim(ctx context.Context, done []Task, now time.Time, r ClaimRequest) (claimed []Task, stale []TaskKey, err error)
 	// CompleteTaskWith is CompleteTask plus fn, in one transaction: the
 	// guarded completion runs first (and locks the row), then fn writes the
 	// handler's own rows through tx. A stale claim returns ErrStaleFence

@@ -30,13 +30,14 @@ type pgDB interface {
 const pgTaskCols = `task_name, task_instance, task_data, execution_time, picked, coalesce(picked_by, ''),
 	last_success, last_failure, consecutive_failures, last_heartbeat, version, priority, rerun_at`
 
-func scanPgTask(row pgx.Row) (Task, error) {
+// scanPgTask reads pgTaskCols, after the columns lead points to.
+func scanPgTask(row pgx.Row, lead ...any) (Task, error) {
 	var (
 		t                       Task
 		succ, fail, hb, rerunAt *time.Time
 	)
-	err := row.Scan(&t.Name, &t.Instance, &t.Data, &t.ExecutionTime, &t.Picked, &t.PickedBy,
-		&succ, &fail, &t.ConsecutiveFailures, &hb, &t.Version, &t.Priority, &rerunAt)
+	err := row.Scan(append(lead, &t.Name, &t.Instance, &t.Data, &t.ExecutionTime, &t.Picked, &t.PickedBy,
+		&succ, &fail, &t.ConsecutiveFailures, &hb, &t.Version, &t.Priority, &rerunAt)...)
 	t.ExecutionTime = t.ExecutionTime.UTC()
 	t.LastSuccess, t.LastFailure, t.LastHeartbeat, t.RerunAt = pgTime(succ), pgTime(fail), pgTime(hb), pgTime(rerunAt)
 	return t, err
@@ -218,37 +219,60 @@ func (s *postgresStore) CountTasks(ctx context.Context) (total, picked int, err 
 	return total, picked, nil
 }
 
-// ClaimTasks locks and fetches due rows in one statement: the inner SELECT
-// skips rows another claimer has locked, the UPDATE marks the rest picked
-// and increments their version. The inner SELECT runs once per kind, each an
-// ordered scan of the due index that stops after limit rows, whatever the
-// planner's statistics say; rows locked there but cut by the outer LIMIT
-// are only locked, not changed, and unlock at commit.
+// ClaimTasks locks and fetches due rows in one statement (see pgClaimCTE).
 func (s *postgresStore) ClaimTasks(ctx context.Context, r ClaimRequest) ([]Task, error) {
 	if err := validateClaimRequest(r); err != nil {
 		return nil, err
 	}
-	ts, err := collectPgTasks(s.pool.Query(ctx, `
-		WITH c AS (
-			SELECT k.task_name, k.task_instance
-			FROM unnest($1::text[]) AS n(name)
-			CROSS JOIN LATERAL (
-				SELECT task_name, task_instance, priority, execution_time FROM scheduled_tasks
-				WHERE task_name = n.name AND NOT picked AND execution_time <= $3
-				ORDER BY priority DESC, execution_time
-				LIMIT $4
-				FOR UPDATE SKIP LOCKED
-			) k
-			ORDER BY k.priority DESC, k.execution_time
-			LIMIT $4
-		)
-		UPDATE scheduled_tasks t SET picked = true, picked_by = $2, last_heartbeat = $3, version = t.version + 1
-		FROM c WHERE t.task_name = c.task_name AND t.task_instance = c.task_instance
-		RETURNING `+pgTaskColsT, r.Names, r.Node, orNow(r.Now, s.now), r.Limit))
+	ts, err := collectPgTasks(s.pool.Query(ctx, `WITH `+pgClaimCTE+` SELECT `+pgTaskCols+` FROM u`,
+		r.Names, r.Node, orNow(r.Now, s.now), r.Limit))
 	if err != nil {
 		return nil, pgError("claim tasks", err)
 	}
 	return ts, nil
+}
+
+// pgClaimCTE claims rows ($1 names, $2 node, $3 now, $4 limit) and names the
+// claimed rows u. The inner SELECT skips rows another claimer has locked,
+// the UPDATE marks the rest picked and increments their version. The inner
+// SELECT runs once per kind, each an ordered scan of the due index that
+// stops after limit rows, whatever the planner's statistics say; rows locked
+// there but cut by the outer LIMIT are only locked, not changed, and unlock
+// at commit.
+const pgClaimCTE = `c AS (
+		SELECT k.task_name, k.task_instance
+		FROM unnest($1::text[]) AS n(name)
+		CROSS JOIN LATERAL (
+			SELECT task_name, task_instance, priority, execution_time FROM scheduled_tasks
+			WHERE task_name = n.name AND NOT picked AND execution_time <= $3
+			ORDER BY priority DESC, execution_time
+			LIMIT $4
+			FOR UPDATE SKIP LOCKED
+		) k
+		ORDER BY k.priority DESC, k.execution_time
+		LIMIT $4
+	), u AS (
+		UPDATE scheduled_tasks t SET picked = true, picked_by = $2, last_heartbeat = $3, version = t.version + 1
+		FROM c WHERE t.task_name = c.task_name AND t.task_instance = c.task_instance
+		RETURNING ` + pgTaskColsRawT + `
+	)`
+
+// pgDoneCTE deletes the claimed rows given as arrays ($base names,
+// $base+1 instances, $base+2 versions), each guarded by its own version,
+// names the deleted rows d, and re-inserts unpicked, due at rerun_at, those
+// an upsert asked to run again (see pgComplete); $base+3 is the time of the
+// success.
+func pgDoneCTE(base int) string {
+	return fmt.Sprintf(`d AS (
+		DELETE FROM scheduled_tasks t
+		USING unnest($%[1]d::text[], $%[2]d::text[], $%[3]d::bigint[]) AS x(n, i, v)
+		WHERE t.task_name = x.n AND t.task_instance = x.i AND t.version = x.v AND t.picked
+		RETURNING `+pgTaskColsRawT+`
+	), r AS (
+		INSERT INTO scheduled_tasks (task_name, task_instance, task_data, execution_time, priority, version, last_success, last_failure)
+		SELECT task_name, task_instance, task_data, rerun_at, priority, version, $%[4]d, last_failure
+		FROM d WHERE rerun_at IS NOT NULL
+	)`, base, base+1, base+2, base+3)
 }
 
 // HeartbeatTasks refreshes the heartbeat of held claims in one statement.
@@ -306,33 +330,72 @@ func (s *postgresStore) CompleteTasks(ctx context.Context, claims []Task, now ti
 	if len(claims) == 0 {
 		return nil, nil
 	}
-	names, instances, versions := make([]string, len(claims)), make([]string, len(claims)), make([]int64, len(claims))
-	for i, c := range claims {
+	_, stale, err := s.CompleteAndClaim(ctx, claims, now, ClaimRequest{})
+	return stale, err
+}
+
+// CompleteAndClaim deletes the done claims and claims due rows in one
+// statement. Its deletes run before its claim: the claim's SKIP LOCKED scan
+// may leave locks on rows it skipped (another node's, whose DELETE then
+// waits for this statement), so a statement that waited for nobody after
+// taking such locks cannot be part of a lock cycle.
+func (s *postgresStore) CompleteAndClaim(ctx context.Context, done []Task, now time.Time, r ClaimRequest) ([]Task, []TaskKey, error) {
+	if r.Limit != 0 || len(done) == 0 {
+		if err := validateClaimRequest(r); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(done) == 0 {
+		ts, err := s.ClaimTasks(ctx, r)
+		return ts, nil, err
+	}
+	names, instances, versions := make([]string, len(done)), make([]string, len(done)), make([]int64, len(done))
+	for i, c := range done {
 		names[i], instances[i], versions[i] = c.Name, c.Instance, c.Version
 	}
-	rows, err := s.pool.Query(ctx, `
-		WITH d AS (
-			DELETE FROM scheduled_tasks t
-			USING unnest($1::text[], $2::text[], $3::bigint[]) AS c(n, i, v)
-			WHERE t.task_name = c.n AND t.task_instance = c.i AND t.version = c.v AND t.picked
-			RETURNING t.task_name, t.task_instance, t.task_data, t.rerun_at, t.priority, t.version, t.last_failure
-		), i AS (
-			INSERT INTO scheduled_tasks (task_name, task_instance, task_data, execution_time, priority, version, last_success, last_failure)
-			SELECT task_name, task_instance, task_data, rerun_at, priority, version, $4, last_failure
-			FROM d WHERE rerun_at IS NOT NULL
-		)
-		SELECT task_name, task_instance FROM d`, names, instances, versions, orNow(now, s.now))
-	if err != nil {
-		return nil, pgError("complete tasks", err)
+	now = orNow(now, s.now)
+	if r.Limit == 0 {
+		rows, err := s.pool.Query(ctx, `WITH `+pgDoneCTE(1)+` SELECT false, `+pgTaskCols+` FROM d`,
+			names, instances, versions, now)
+		return scanCompleteAndClaim(done, rows, err)
 	}
-	done, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (TaskKey, error) {
-		var k TaskKey
-		return k, r.Scan(&k.Name, &k.Instance)
-	})
+	// UNION ALL runs its branches in order: d (the deletes) to its end
+	// before u (the claim) starts.
+	rows, err := s.pool.Query(ctx, `WITH `+pgDoneCTE(5)+`, `+pgClaimCTE+`
+		SELECT false, `+pgTaskCols+` FROM d
+		UNION ALL
+		SELECT true, `+pgTaskCols+` FROM u`,
+		r.Names, r.Node, orNow(r.Now, s.now), r.Limit, names, instances, versions, now)
+	return scanCompleteAndClaim(done, rows, err)
+}
+
+// scanCompleteAndClaim reads the rows of CompleteAndClaim's statement:
+// (false, deleted row) and (true, claimed row).
+func scanCompleteAndClaim(done []Task, rows pgx.Rows, err error) ([]Task, []TaskKey, error) {
 	if err != nil {
-		return nil, pgError("complete tasks", err)
+		return nil, nil, pgError("complete and claim tasks", err)
 	}
-	return lostKeys(claims, done), nil
+	var (
+		claimed []Task
+		deleted []TaskKey
+	)
+	defer rows.Close()
+	for rows.Next() {
+		var isClaim bool
+		t, err := scanPgTask(rows, &isClaim)
+		if err != nil {
+			return nil, nil, pgError("complete and claim tasks", err)
+		}
+		if isClaim {
+			claimed = append(claimed, t)
+		} else {
+			deleted = append(deleted, t.TaskKey)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, pgError("complete and claim tasks", err)
+	}
+	return claimed, lostKeys(done, deleted), nil
 }
 
 // CompleteTaskWith runs the guarded completion and fn in one transaction.
@@ -488,8 +551,9 @@ func ResetPostgresSchema(ctx context.Context, dbURL, schema string) (string, err
 	return u.String(), nil
 }
 
-// pgTaskColsT is pgTaskCols qualified by the alias t.
-const pgTaskColsT = `t.task_name, t.task_instance, t.task_data, t.execution_time, t.picked, coalesce(t.picked_by, ''),
+// pgTaskColsRawT are the columns of scheduled_tasks qualified by the alias
+// t, for RETURNING clauses that pgTaskCols then reads.
+const pgTaskColsRawT = `t.task_name, t.task_instance, t.task_data, t.execution_time, t.picked, t.picked_by,
 	t.last_success, t.last_failure, t.consecutive_failures, t.last_heartbeat, t.version, t.priority, t.rerun_at`
 
 // lostKeys returns the keys of claims that are not in held.

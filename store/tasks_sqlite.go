@@ -222,31 +222,25 @@ func (s *sqliteStore) CountTasks(ctx context.Context) (total, picked int, err er
 	return total, picked, sqliteTaskError("count tasks", err)
 }
 
-// ClaimTasks picks due rows in one UPDATE under the write lock; the UPDATE
-// re-checks picked = 0, the compare-and-swap against a concurrent claimer.
+// ClaimTasks picks due rows in one UPDATE under the write lock (see
+// sqliteClaim).
 func (s *sqliteStore) ClaimTasks(ctx context.Context, r ClaimRequest) ([]Task, error) {
-	if err := validateClaimRequest(r); err != nil {
-		return nil, err
-	}
-	names, err := json.Marshal(r.Names)
-	if err != nil {
-		return nil, err
-	}
-	now := sqliteTime(orNow(r.Now, s.now))
-	var ts []Task
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		ts, err = collectSQLiteTasks(tx.QueryContext(ctx, `
-			UPDATE scheduled_tasks SET picked = 1, picked_by = ?2, last_heartbeat = ?3, version = version + 1
-			WHERE picked = 0 AND (task_name, task_instance) IN (
-				SELECT task_name, task_instance FROM scheduled_tasks
-				WHERE picked = 0 AND execution_time <= ?3 AND task_name IN (SELECT value FROM json_each(?1))
-				ORDER BY priority DESC, execution_time
-				LIMIT ?4)
-			RETURNING `+sqliteTaskCols, string(names), r.Node, now, r.Limit))
-		return err
-	})
-	return ts, sqliteTaskError("claim tasks", err)
+	ts, _, err := s.CompleteAndClaim(ctx, nil, time.Time{}, r)
+	return ts, err
+}
+
+// sqliteClaim picks due rows in one UPDATE; run under the write lock, its
+// re-check of picked = 0 is the compare-and-swap against a concurrent
+// claimer.
+func (s *sqliteStore) sqliteClaim(ctx context.Context, tx *sql.Tx, r ClaimRequest, names string) ([]Task, error) {
+	return collectSQLiteTasks(tx.QueryContext(ctx, `
+		UPDATE scheduled_tasks SET picked = 1, picked_by = ?2, last_heartbeat = ?3, version = version + 1
+		WHERE picked = 0 AND (task_name, task_instance) IN (
+			SELECT task_name, task_instance FROM scheduled_tasks
+			WHERE picked = 0 AND execution_time <= ?3 AND task_name IN (SELECT value FROM json_each(?1))
+			ORDER BY priority DESC, execution_time
+			LIMIT ?4)
+		RETURNING `+sqliteTaskCols, names, r.Node, sqliteTime(orNow(r.Now, s.now)), r.Limit))
 }
 
 // HeartbeatTasks refreshes the heartbeat of held claims in one transaction.
@@ -302,11 +296,31 @@ func (s *sqliteStore) CompleteTasks(ctx context.Context, claims []Task, now time
 	if len(claims) == 0 {
 		return nil, nil
 	}
-	var stale []TaskKey
+	_, stale, err := s.CompleteAndClaim(ctx, claims, now, ClaimRequest{})
+	return stale, err
+}
+
+// CompleteAndClaim deletes the done claims, then claims, in one write
+// transaction.
+func (s *sqliteStore) CompleteAndClaim(ctx context.Context, done []Task, now time.Time, r ClaimRequest) ([]Task, []TaskKey, error) {
+	var names []byte
+	if r.Limit != 0 || len(done) == 0 {
+		if err := validateClaimRequest(r); err != nil {
+			return nil, nil, err
+		}
+		var err error
+		if names, err = json.Marshal(r.Names); err != nil {
+			return nil, nil, err
+		}
+	}
+	var (
+		claimed []Task
+		stale   []TaskKey
+	)
 	at := orNow(now, s.now)
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		stale = stale[:0]
-		for _, c := range claims {
+		claimed, stale = nil, nil
+		for _, c := range done {
 			err := sqliteComplete(ctx, tx, c, Completion{Action: CompleteDelete}, at)
 			if errors.Is(err, ErrStaleFence) {
 				stale = append(stale, c.TaskKey)
@@ -316,12 +330,24 @@ func (s *sqliteStore) CompleteTasks(ctx context.Context, claims []Task, now time
 				return err
 			}
 		}
-		return nil
+		if r.Limit == 0 {
+			return nil
+		}
+		var err error
+		claimed, err = s.sqliteClaim(ctx, tx, r, string(names))
+		return err
 	})
 	if err != nil {
-		return nil, sqliteTaskError("complete tasks", err)
+		op := "complete and claim tasks"
+		switch {
+		case len(done) == 0:
+			op = "claim tasks"
+		case r.Limit == 0:
+			op = "complete tasks"
+		}
+		return nil, nil, sqliteTaskError(op, err)
 	}
-	return stale, nil
+	return claimed, stale, nil
 }
 
 // CompleteTaskWith runs the guarded completion and fn in one transaction.

@@ -25,17 +25,19 @@ func ExerciseTasks(t *testing.T, open func(t *testing.T) store.Store) {
 		return &taskBundle{s: sch, ctx: t.Context(), now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	}
 	for name, fn := range map[string]func(*testing.T, *taskBundle){
-		"ScheduleAndClaim":        exerciseScheduleAndClaim,
-		"UpsertCoalesces":         exerciseUpsertCoalesces,
-		"UpsertWhilePickedReruns": exerciseUpsertWhilePicked,
-		"ConcurrentClaimsOnce":    exerciseConcurrentClaims,
-		"CompletionIsFenced":      exerciseCompletionFenced,
-		"CompleteWithRollsBack":   exerciseCompleteWithRollback,
-		"BatchCompletion":         exerciseBatchCompletion,
-		"RescheduleAndFailure":    exerciseRescheduleAndFailure,
-		"HeartbeatAndRescue":      exerciseHeartbeatAndRescue,
-		"ConcurrentRescueOnce":    exerciseConcurrentRescue,
-		"Nodes":                   exerciseNodes,
+		"ScheduleAndClaim":               exerciseScheduleAndClaim,
+		"UpsertCoalesces":                exerciseUpsertCoalesces,
+		"UpsertWhilePickedReruns":        exerciseUpsertWhilePicked,
+		"ConcurrentClaimsOnce":           exerciseConcurrentClaims,
+		"CompletionIsFenced":             exerciseCompletionFenced,
+		"CompleteWithRollsBack":          exerciseCompleteWithRollback,
+		"BatchCompletion":                exerciseBatchCompletion,
+		"CompleteAndClaim":               exerciseCompleteAndClaim,
+		"ConcurrentCompleteAndClaimOnce": exerciseConcurrentCompleteAndClaim,
+		"RescheduleAndFailure":           exerciseRescheduleAndFailure,
+		"HeartbeatAndRescue":             exerciseHeartbeatAndRescue,
+		"ConcurrentRescueOnce":           exerciseConcurrentRescue,
+		"Nodes":                          exerciseNodes,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -290,6 +292,117 @@ func exerciseBatchCompletion(t *testing.T, b *taskBundle) {
 	stale, err = b.s.CompleteTasks(b.ctx, claims[2:], b.now)
 	require.NoError(t, err)
 	require.Len(t, stale, 2, "a claim completes once")
+}
+
+func exerciseCompleteAndClaim(t *testing.T, b *taskBundle) {
+	for i := range 6 {
+		b.schedule(t, "k", fmt.Sprint(i), b.now)
+	}
+	b.schedule(t, "other", "1", b.now)
+	first := b.claim(t, "node-a", 3, "k")
+	require.Len(t, first, 3)
+	require.NoError(t, b.s.CancelTask(b.ctx, first[0].TaskKey))
+	_, err := b.s.UpsertTask(b.ctx, store.NewTask{TaskKey: first[1].TaskKey, ExecutionTime: b.now.Add(time.Minute)}, b.now)
+	require.NoError(t, err)
+
+	later := b.now.Add(time.Second)
+	next, stale, err := b.s.CompleteAndClaim(b.ctx, first, later, store.ClaimRequest{Names: []string{"k"}, Node: "node-a", Limit: 10, Now: later})
+	require.NoError(t, err)
+	require.Equal(t, []store.TaskKey{first[0].TaskKey}, stale, "only the cancelled claim is stale")
+	require.Len(t, next, 3, "the other due rows of the kind, not the completed ones")
+	done := map[store.TaskKey]bool{}
+	for _, c := range first {
+		done[c.TaskKey] = true
+	}
+	for _, c := range next {
+		require.False(t, done[c.TaskKey], "completed row %s claimed again", c.TaskKey)
+		require.True(t, c.Picked)
+		require.Equal(t, "node-a", c.PickedBy)
+		require.Equal(t, int64(2), c.Version)
+		require.Equal(t, later, c.LastHeartbeat)
+	}
+	_, err = b.s.GetTask(b.ctx, first[2].TaskKey)
+	require.ErrorIs(t, err, store.ErrNotFound, "the completed row is gone")
+	rerun := b.get(t, "k", first[1].Instance)
+	require.False(t, rerun.Picked, "the row an upsert asked to run again is back, unpicked")
+	require.Equal(t, b.now.Add(time.Minute), rerun.ExecutionTime)
+	require.Equal(t, later, rerun.LastSuccess)
+	require.False(t, b.get(t, "other", "1").Picked, "other kinds are not claimed")
+
+	// Limit zero only completes.
+	claimed, stale, err := b.s.CompleteAndClaim(b.ctx, next, later, store.ClaimRequest{})
+	require.NoError(t, err)
+	require.Empty(t, claimed)
+	require.Empty(t, stale)
+	ts, err := b.s.ListTasks(b.ctx, "k", 10)
+	require.NoError(t, err)
+	require.Len(t, ts, 1, "only the rerun row is left")
+
+	// A stale batch changes nothing, also not the claim's rows.
+	claimed, stale, err = b.s.CompleteAndClaim(b.ctx, next, later, store.ClaimRequest{Names: []string{"other"}, Node: "node-b", Limit: 1, Now: later})
+	require.NoError(t, err)
+	require.Len(t, stale, 3, "a claim completes once")
+	require.Len(t, claimed, 1)
+	require.Equal(t, "node-b", b.get(t, "other", "1").PickedBy)
+
+	_, _, err = b.s.CompleteAndClaim(b.ctx, nil, later, store.ClaimRequest{})
+	require.ErrorIs(t, err, store.ErrInvalidArgument, "nothing to complete and nothing to claim")
+	_, _, err = b.s.CompleteAndClaim(b.ctx, next, later, store.ClaimRequest{Names: []string{"k"}, Limit: 1})
+	require.ErrorIs(t, err, store.ErrInvalidArgument, "a claim needs its node")
+}
+
+// exerciseConcurrentCompleteAndClaim drains rows with workers that each
+// complete their previous batch in the statement that claims the next one,
+// as the engine's pools do: every row is claimed once, no completion is
+// stale, and no statement deadlocks with another.
+func exerciseConcurrentCompleteAndClaim(t *testing.T, b *taskBundle) {
+	const n, workers = 400, 6
+	ts := make([]store.NewTask, n)
+	for i := range ts {
+		ts[i] = store.NewTask{TaskKey: store.TaskKey{Name: "one-shot", Instance: fmt.Sprint(i)}}
+	}
+	created, err := b.s.ScheduleTasks(b.ctx, ts, b.now)
+	require.NoError(t, err)
+	require.Equal(t, n, created)
+
+	var (
+		mu   sync.Mutex
+		seen = map[store.TaskKey]int{}
+		wg   sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Go(func() {
+			var held []store.Task
+			for {
+				r := store.ClaimRequest{Names: []string{"one-shot"}, Node: fmt.Sprint("node-", w), Limit: 5, Now: b.now}
+				got, stale, err := b.s.CompleteAndClaim(b.ctx, held, b.now, r)
+				if !assertNoError(t, err) {
+					return
+				}
+				if len(stale) > 0 {
+					t.Errorf("worker %d: completions of held claims were stale: %v", w, stale)
+					return
+				}
+				mu.Lock()
+				for _, c := range got {
+					seen[c.TaskKey]++
+				}
+				mu.Unlock()
+				if len(got) == 0 && len(held) == 0 {
+					return
+				}
+				held = got
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, seen, n)
+	for k, c := range seen {
+		require.Equal(t, 1, c, "task %s claimed %d times", k, c)
+	}
+	total, _, err := b.s.CountTasks(b.ctx)
+	require.NoError(t, err)
+	require.Zero(t, total)
 }
 
 func exerciseRescheduleAndFailure(t *testing.T, b *taskBundle) {
