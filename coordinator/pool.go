@@ -191,6 +191,7 @@ type Execution struct {
 	kind   *Kind
 	cancel context.CancelFunc
 	next   time.Time // overrides the recurring kind's next instant
+	data   []byte    // replaces task_data when the row is rescheduled
 
 	queued      atomic.Bool // its success waits for the pool's statement
 	completing  atomic.Bool // Complete was called
@@ -208,6 +209,11 @@ func (x *Execution) Now() time.Time { return x.e.cfg.Clock.Now() }
 // NextAt sets when a recurring task runs next, instead of its Schedule;
 // for a one-shot kind it turns the success into a reschedule to at.
 func (x *Execution) NextAt(at time.Time) { x.next = at }
+
+// NextData replaces the row's task_data when its success reschedules it
+// (a recurring kind, or NextAt), e.g. a cursor for the next pick. Nil
+// keeps the data.
+func (x *Execution) NextData(data []byte) { x.data = data }
 
 // Complete applies the success completion (delete a one-shot row, move a
 // recurring one to its next instant) and fn's writes in one transaction,
@@ -243,6 +249,9 @@ func (x *Execution) Complete(ctx context.Context, fn func(ctx context.Context, t
 			}
 		}
 	}
+	if err == nil && c.Action == store.CompleteReschedule && !c.Next.After(c.Now) {
+		x.e.wake(x.Task.Name) // due again at once (a cursor's next batch)
+	}
 	x.mu.Lock()
 	if err == nil || errors.Is(err, store.ErrStaleFence) {
 		x.settled, x.completeErr = true, nil
@@ -265,9 +274,9 @@ func (x *Execution) success() store.Completion {
 	now := x.Now()
 	switch {
 	case !x.next.IsZero():
-		return store.Completion{Action: store.CompleteReschedule, Next: x.next, Now: now}
+		return store.Completion{Action: store.CompleteReschedule, Next: x.next, Data: x.data, Now: now}
 	case x.kind.Schedule != nil:
-		return store.Completion{Action: store.CompleteReschedule, Next: x.kind.Schedule.Next(now), Now: now}
+		return store.Completion{Action: store.CompleteReschedule, Next: x.kind.Schedule.Next(now), Data: x.data, Now: now}
 	}
 	return store.Completion{Action: store.CompleteDelete, Now: now}
 }
@@ -344,6 +353,19 @@ func (w *wakingTx) ScheduleTask(ctx context.Context, t store.NewTask, now time.T
 	created, err := w.TxWriter.ScheduleTask(ctx, t, now)
 	if err == nil && created && !t.ExecutionTime.After(w.now) {
 		w.due = append(w.due, t.Name)
+	}
+	return created, err
+}
+
+func (w *wakingTx) ScheduleTasks(ctx context.Context, ts []store.NewTask, now time.Time) (int, error) {
+	created, err := w.TxWriter.ScheduleTasks(ctx, ts, now)
+	if err == nil && created > 0 {
+		for _, t := range ts {
+			if !t.ExecutionTime.After(w.now) {
+				w.due = append(w.due, t.Name)
+				break // one wake per call is enough for the common one-kind batch
+			}
+		}
 	}
 	return created, err
 }

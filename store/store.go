@@ -239,6 +239,10 @@ type Store interface {
 	// even concurrently, returns the existing row. A new uuid under the same
 	// name makes a new row.
 	RegisterTable(ctx context.Context, ref TableRef) (Table, error)
+	// RegisterTables registers up to 10,000 table incarnations in one
+	// transaction, each as RegisterTable would, and returns how many rows
+	// were new. Any invalid ref fails the call before anything is written.
+	RegisterTables(ctx context.Context, refs []TableRef) (created int, err error)
 	// FindTable returns the newest row registered under catalog, namespace
 	// and name, i.e. the live incarnation. ErrNotFound if there is none.
 	FindTable(ctx context.Context, catalog, namespace, name string) (Table, error)

@@ -119,6 +119,9 @@ type TxWriter interface {
 	// ScheduleTask inserts a task unless its row exists, like
 	// Scheduler.ScheduleTask.
 	ScheduleTask(ctx context.Context, t NewTask, now time.Time) (created bool, err error)
+	// ScheduleTasks inserts many tasks unless their rows exist, like
+	// Scheduler.ScheduleTasks (one statement per few thousand rows).
+	ScheduleTasks(ctx context.Context, ts []NewTask, now time.Time) (created int, err error)
 	// UpsertTask inserts or coalesces a task, like Scheduler.UpsertTask.
 	UpsertTask(ctx context.Context, t NewTask, now time.Time) (created bool, err error)
 	// Driver returns the driver's transaction (pgx.Tx on PostgreSQL, *sql.Tx

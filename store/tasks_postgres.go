@@ -88,7 +88,10 @@ func pgScheduleTask(ctx context.Context, db pgDB, t NewTask, now time.Time) (boo
 
 // ScheduleTasks inserts many tasks, a few thousand rows per statement.
 func (s *postgresStore) ScheduleTasks(ctx context.Context, ts []NewTask, now time.Time) (int, error) {
-	now = orNow(now, s.now)
+	return pgScheduleTasks(ctx, s.pool, ts, orNow(now, s.now))
+}
+
+func pgScheduleTasks(ctx context.Context, db pgDB, ts []NewTask, now time.Time) (int, error) {
 	created := 0
 	for len(ts) > 0 {
 		chunk := ts[:min(len(ts), scheduleChunk)]
@@ -103,7 +106,7 @@ func (s *postgresStore) ScheduleTasks(ctx context.Context, ts []NewTask, now tim
 			at[i] = orNow(t.ExecutionTime, func() time.Time { return now })
 		}
 		var n int
-		err := s.pool.QueryRow(ctx, `
+		err := db.QueryRow(ctx, `
 			WITH ins AS (
 				INSERT INTO scheduled_tasks (task_name, task_instance, task_data, execution_time, priority)
 				SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $5::int[])
@@ -483,6 +486,10 @@ func (w *pgTxWriter) CreateJob(ctx context.Context, nj NewJob) (Job, error) {
 
 func (w *pgTxWriter) ScheduleTask(ctx context.Context, t NewTask, now time.Time) (bool, error) {
 	return pgScheduleTask(ctx, w.tx, t, orNow(now, w.s.now))
+}
+
+func (w *pgTxWriter) ScheduleTasks(ctx context.Context, ts []NewTask, now time.Time) (int, error) {
+	return pgScheduleTasks(ctx, w.tx, ts, orNow(now, w.s.now))
 }
 
 func (w *pgTxWriter) UpsertTask(ctx context.Context, t NewTask, now time.Time) (bool, error) {

@@ -99,19 +99,26 @@ func (s *sqliteStore) ScheduleTasks(ctx context.Context, ts []NewTask, now time.
 	now = orNow(now, s.now)
 	created := 0
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		for _, t := range ts {
-			ok, err := sqliteScheduleTask(ctx, tx, t, now)
-			if err != nil {
-				return err
-			}
-			if ok {
-				created++
-			}
-		}
-		return nil
+		var err error
+		created, err = sqliteScheduleTasks(ctx, tx, ts, now)
+		return err
 	})
 	if err != nil {
 		return 0, sqliteTaskError("schedule tasks", err)
+	}
+	return created, nil
+}
+
+func sqliteScheduleTasks(ctx context.Context, tx *sql.Tx, ts []NewTask, now time.Time) (int, error) {
+	created := 0
+	for _, t := range ts {
+		ok, err := sqliteScheduleTask(ctx, tx, t, now)
+		if err != nil {
+			return created, err
+		}
+		if ok {
+			created++
+		}
 	}
 	return created, nil
 }
@@ -433,6 +440,11 @@ func (w *sqliteTxWriter) CreateJob(ctx context.Context, nj NewJob) (Job, error) 
 func (w *sqliteTxWriter) ScheduleTask(ctx context.Context, t NewTask, now time.Time) (bool, error) {
 	ok, err := sqliteScheduleTask(ctx, w.tx, t, orNow(now, w.s.now))
 	return ok, sqliteTaskError("schedule task", err)
+}
+
+func (w *sqliteTxWriter) ScheduleTasks(ctx context.Context, ts []NewTask, now time.Time) (int, error) {
+	n, err := sqliteScheduleTasks(ctx, w.tx, ts, orNow(now, w.s.now))
+	return n, sqliteTaskError("schedule tasks", err)
 }
 
 func (w *sqliteTxWriter) UpsertTask(ctx context.Context, t NewTask, now time.Time) (bool, error) {

@@ -13,5 +13,8 @@ func commands() []cli.Command {
 		{Name: "bench", Summary: "drain N no-op tasks with K in-process nodes; prints tms_tasks_per_sec", Run: runBench},
 		{Name: "migrate", Summary: "apply the database migrations (--check: only report)", Run: runMigrate},
 		{Name: "ping", Summary: "check that the database answers", Run: runPing},
+		{Name: "serve", Summary: "run the maintenance flow: schedule, claim, submit runners, reconcile (until SIGTERM)", Run: runServe},
+		{Name: "enqueue-commit", Summary: "tell the coordinator a table got a commit (upserts its commit-job)", Run: runEnqueueCommit},
+		{Name: "policy", Summary: "create, alter, enable, disable, delete, attach, detach, list and show maintenance policies", Run: runPolicy},
 	}
 }

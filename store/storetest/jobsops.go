@@ -20,6 +20,22 @@ func exerciseJobsOps(t *testing.T, setup func(*testing.T) *bundle) {
 		require.NoError(t, b.s.FinishJob(b.ctx, j.ID, j.Fence, store.Finish{Status: store.StatusSucceeded, At: at}))
 	}
 
+	// RegisterTables: bulk and idempotent; a bad ref writes nothing.
+	refs := []store.TableRef{{Catalog: "bulk", Namespace: "n", Name: "x", UUID: "u1"}, {Catalog: "bulk", Namespace: "n", Name: "y", UUID: "u2"}}
+	n, err := b.s.RegisterTables(b.ctx, refs)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	n, err = b.s.RegisterTables(b.ctx, append(refs, store.TableRef{Catalog: "bulk", Namespace: "n", Name: "x", UUID: "u3"}))
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "a new uuid is a new incarnation")
+	x, err := b.s.FindTable(b.ctx, "bulk", "n", "x")
+	require.NoError(t, err)
+	require.Equal(t, "u3", x.UUID)
+	_, err = b.s.RegisterTables(b.ctx, []store.TableRef{{Catalog: "bulk", Namespace: "n", Name: "z", UUID: "u4"}, {Catalog: "bulk", Name: "bad", UUID: "u5"}})
+	require.ErrorIs(t, err, store.ErrInvalidArgument)
+	_, err = b.s.FindTable(b.ctx, "bulk", "n", "z")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
 	// LastFinished: zero until a row of that (table, policy) finishes.
 	last, err := b.s.LastFinished(b.ctx, ta.ID, 7)
 	require.NoError(t, err)
@@ -74,16 +90,16 @@ func exerciseJobsOps(t *testing.T, setup func(*testing.T) *bundle) {
 	_, err = b.s.PurgeJobs(b.ctx, store.Purge{KeepPerTable: -1})
 	require.ErrorIs(t, err, store.ErrInvalidArgument)
 	// No limits: nothing goes.
-	n, err := b.s.PurgeJobs(b.ctx, store.Purge{})
+	purged, err := b.s.PurgeJobs(b.ctx, store.Purge{})
 	require.NoError(t, err)
-	require.Zero(t, n)
+	require.Zero(t, purged)
 
 	// Age: rows finished before day 2 go, except the newest of each (table,
 	// policy): a7 days 0,1 go; a8 (day 0) is its policy's newest and stays;
 	// b1 (day 0) goes, b2 stays.
-	n, err = b.s.PurgeJobs(b.ctx, store.Purge{FinishedBefore: base.Add(2 * 24 * time.Hour)})
+	purged, err = b.s.PurgeJobs(b.ctx, store.Purge{FinishedBefore: base.Add(2 * 24 * time.Hour)})
 	require.NoError(t, err)
-	require.EqualValues(t, 3, n)
+	require.EqualValues(t, 3, purged)
 	for _, j := range []store.Job{a7[0], a7[1], b1} {
 		_, err := b.s.GetJob(b.ctx, j.ID)
 		require.ErrorIs(t, err, store.ErrNotFound, "job %d", j.ID)
@@ -95,9 +111,9 @@ func exerciseJobsOps(t *testing.T, setup func(*testing.T) *bundle) {
 
 	// Count: keep 2 finished rows per table → table a keeps a7[4], a7[3]
 	// and a8 (newest of policy 8); a7[2] goes. Table b is within the limit.
-	n, err = b.s.PurgeJobs(b.ctx, store.Purge{KeepPerTable: 2})
+	purged, err = b.s.PurgeJobs(b.ctx, store.Purge{KeepPerTable: 2})
 	require.NoError(t, err)
-	require.EqualValues(t, 1, n)
+	require.EqualValues(t, 1, purged)
 	_, err = b.s.GetJob(b.ctx, a7[2].ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	last, err = b.s.LastFinished(b.ctx, ta.ID, 7)

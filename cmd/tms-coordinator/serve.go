@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/store"
+)
+
+// ExitWatchdog is serve's exit code when the node lost the database for
+// longer than the watchdog timeout: its supervisor restarts it.
+const exitWatchdog = 5
+
+// flowFlags are the flags of the commands that run or feed the flow.
+type flowFlags struct {
+	db           string
+	warehouseDir string
+	catalogName  string
+	props        []string
+	secrets      []string
+	commitDelay  time.Duration
+}
+
+func (f *flowFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.db, "db", dbFromEnv(), "database URL: postgres://… or sqlite://PATH (env TMS_DB)")
+	fs.StringVar(&f.warehouseDir, "warehouse-dir", "", "local testdata-style catalog folder, known as catalog \"local\"")
+	fs.StringVar(&f.catalogName, "catalog", "", "name of the catalog given by --catalog-prop")
+	fs.StringArrayVar(&f.props, "catalog-prop", nil, "non-secret iceberg-go catalog property key=value (repeatable)")
+	fs.StringArrayVar(&f.secrets, "catalog-secret", nil, "credential catalog property key=env:NAME or key=file:PATH (repeatable); passed to runners through their environment only")
+	fs.DurationVar(&f.commitDelay, "commit-delay", coordinator.DefaultCommitDelay, "how long a commit-job waits for more commits to the table")
+}
+
+// catalogs returns the configured catalogs.
+func (f *flowFlags) catalogs() ([]coordinator.CatalogConfig, error) {
+	var out []coordinator.CatalogConfig
+	if f.warehouseDir != "" {
+		out = append(out, coordinator.CatalogConfig{Name: catalogs.LocalName, WarehouseDir: f.warehouseDir})
+	}
+	if len(f.props) == 0 && len(f.secrets) == 0 {
+		if f.catalogName != "" {
+			return nil, cli.Usagef("--catalog %q needs --catalog-prop", f.catalogName)
+		}
+		return out, nil
+	}
+	if f.catalogName == "" {
+		return nil, cli.Usagef("--catalog NAME is required with --catalog-prop and --catalog-secret")
+	}
+	props, err := catalogs.ParseProps(f.props)
+	if err != nil {
+		return nil, cli.UsageError{Err: err}
+	}
+	secrets := map[string]string{}
+	for _, kv := range f.secrets {
+		k, ref, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, cli.Usagef("--catalog-secret %q: want key=env:NAME or key=file:PATH", k)
+		}
+		v, err := resolveSecret(ref)
+		if err != nil {
+			return nil, cli.Usagef("--catalog-secret %s: %v", k, err)
+		}
+		secrets[k] = v
+	}
+	return append(out, coordinator.CatalogConfig{Name: f.catalogName, Properties: props, Secrets: secrets}), nil
+}
+
+// resolveSecret reads an env:NAME or file:PATH reference.
+func resolveSecret(ref string) (string, error) {
+	switch {
+	case strings.HasPrefix(ref, "env:"):
+		v, ok := os.LookupEnv(strings.TrimPrefix(ref, "env:"))
+		if !ok {
+			return "", fmt.Errorf("environment variable %s is not set", strings.TrimPrefix(ref, "env:"))
+		}
+		return v, nil
+	case strings.HasPrefix(ref, "file:"):
+		b, err := os.ReadFile(strings.TrimPrefix(ref, "file:"))
+		if err != nil {
+			return "", err
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return "", errors.New("the value must be a reference, env:NAME or file:PATH, never the secret itself")
+}
+
+func runServe(ctx context.Context, env cli.Env) error {
+	fs := cli.NewFlags("tms-coordinator", "serve", env.Stderr)
+	var (
+		ff                           flowFlags
+		runnerPath, logDir, nodeID   string
+		maxRunning, expandBatch      int
+		poll, heartbeat, reconcileEv time.Duration
+	)
+	ff.register(fs)
+	fs.StringVar(&runnerPath, "runner", "", "tms-runner binary (default: next to this binary, else on PATH)")
+	fs.IntVar(&maxRunning, "max-running", 4, "runners running at once on this node")
+	fs.StringVar(&logDir, "log-dir", "./tms-logs", "folder of the per-job runner logs")
+	fs.StringVar(&nodeID, "node-id", "", "this node's id (default: host-pid-random)")
+	fs.IntVar(&expandBatch, "expand-batch", coordinator.DefaultEnqueueBatchSize, "cron-job rows one policy-expand pick enqueues (expand.enqueueBatchSize)")
+	fs.DurationVar(&poll, "poll-interval", coordinator.DefaultPollInterval, "how often idle pools look for due tasks")
+	fs.DurationVar(&heartbeat, "heartbeat-interval", coordinator.DefaultHeartbeatInterval, "node and claim heartbeat interval")
+	fs.DurationVar(&reconcileEv, "reconcile-interval", coordinator.DefaultReconcileInterval, "how often the reconciler sweeps in-flight jobs")
+	if err := cli.Parse(fs, env.Args); err != nil {
+		return err
+	}
+	cats, err := ff.catalogs()
+	if err != nil {
+		return err
+	}
+	if _, err := store.Migrate(ctx, ff.db, env.Log); err != nil {
+		return classify(err)
+	}
+	st, err := store.Open(ctx, ff.db, env.Log)
+	if err != nil {
+		return classify(err)
+	}
+	defer st.Close()
+	sch, err := store.TasksOf(st)
+	if err != nil {
+		return err
+	}
+	sub, err := coordinator.NewLocalSubmitter(coordinator.LocalConfig{RunnerPath: runnerPath, MaxRunning: maxRunning, LogDir: logDir, Log: env.Log})
+	if err != nil {
+		return cli.UsageError{Err: err}
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_ = sub.Close(cctx)
+	}()
+	flow, err := coordinator.NewFlow(st, sub, coordinator.FlowConfig{DBURL: ff.db, Catalogs: cats, EnqueueBatchSize: expandBatch,
+		CommitDelay: ff.commitDelay, Log: env.Log})
+	if err != nil {
+		return cli.UsageError{Err: err}
+	}
+	defer flow.Close()
+	rec := coordinator.NewReconciler(st, sub, coordinator.ReconcilerConfig{Log: env.Log})
+	eng, err := coordinator.New(sch, coordinator.Config{NodeID: nodeID, PollInterval: poll, HeartbeatInterval: heartbeat, Log: env.Log},
+		flow.Kinds(rec, reconcileEv)...)
+	if err != nil {
+		return cli.UsageError{Err: err}
+	}
+	// The singleton recurring rows; every node inserts them if missing.
+	now := time.Now()
+	for _, k := range []string{coordinator.KindSync, coordinator.KindReconcile} {
+		if _, err := eng.Schedule(ctx, store.NewTask{TaskKey: store.TaskKey{Name: k, Instance: "singleton"}, ExecutionTime: now}); err != nil {
+			return classify(err)
+		}
+	}
+	fmt.Fprintf(env.Stderr, "tms-coordinator: serving as node %s on %s backend\n", eng.NodeID(), st.Backend())
+	err = eng.Run(ctx)
+	if errors.Is(err, coordinator.ErrWatchdog) {
+		return cli.ExitError{Code: exitWatchdog, Err: err}
+	}
+	return err
+}
+
+func runEnqueueCommit(ctx context.Context, env cli.Env) error {
+	fs := cli.NewFlags("tms-coordinator", "enqueue-commit", env.Stderr)
+	var (
+		ff   flowFlags
+		name string
+	)
+	ff.register(fs)
+	fs.StringVar(&name, "table", "", "CATALOG.NAMESPACE.TABLE that got a commit (required)")
+	if err := cli.Parse(fs, env.Args); err != nil {
+		return err
+	}
+	parts := strings.Split(name, ".")
+	if len(parts) < 3 || slicesHasEmpty(parts) {
+		return cli.Usagef("--table %q: want CATALOG.NAMESPACE.TABLE", name)
+	}
+	st, err := store.Open(ctx, ff.db, env.Log)
+	if err != nil {
+		return classify(err)
+	}
+	defer st.Close()
+	catName, ns, tbl := parts[0], strings.Join(parts[1:len(parts)-1], "."), parts[len(parts)-1]
+	row, err := st.FindTable(ctx, catName, ns, tbl)
+	if errors.Is(err, store.ErrNotFound) {
+		return cli.ExitError{Code: cli.ExitFailure, Err: fmt.Errorf("table %s is not registered: attach a policy to it (serve registers tables under attachments)", name)}
+	}
+	if err != nil {
+		return classify(err)
+	}
+	sch, err := store.TasksOf(st)
+	if err != nil {
+		return err
+	}
+	if _, err := sch.UpsertTask(ctx, store.NewTask{TaskKey: coordinator.CommitJobKey(row.ID), ExecutionTime: time.Now().Add(max(0, ff.commitDelay))}, time.Now()); err != nil {
+		return classify(err)
+	}
+	_, err = fmt.Fprintf(env.Stdout, "commit-job for %s (table %d) enqueued\n", name, row.ID)
+	return err
+}
+
+func slicesHasEmpty(s []string) bool {
+	for _, v := range s {
+		if v == "" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,663 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"go.uber.org/zap"
+
+	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/chain"
+	"github.com/tms-dev/tms/runner"
+	"github.com/tms-dev/tms/store"
+)
+
+// The task kinds of the maintenance flow (DESIGN.md, Scheduling).
+const (
+	KindPolicyExpand = "policy-expand"
+	KindCronJob      = "cron-job"
+	KindCommitJob    = "commit-job"
+	KindReconcile    = "reconcile"
+	KindSync         = "sync"
+)
+
+// Flow defaults.
+const (
+	DefaultEnqueueBatchSize = 100
+	// DefaultCommitDelay is how long a commit-job waits after the first
+	// commit of a burst: commits arriving meanwhile coalesce into its row.
+	DefaultCommitDelay = 2 * time.Second
+	// DefaultReconcileInterval is how often the reconciler sweeps.
+	DefaultReconcileInterval = time.Minute
+	// DefaultSyncInterval is how often the coordinator brings policy-expand
+	// rows in step with the policies and registers new tables under the
+	// attachments.
+	DefaultSyncInterval = time.Minute
+)
+
+// CatalogConfig is a catalog the coordinator knows by name.
+type CatalogConfig struct {
+	// Name is the catalog name policies and tables use.
+	Name string
+	// WarehouseDir is a local testdata-style catalog folder; or
+	WarehouseDir string
+	// Properties are non-secret iceberg-go catalog properties, written into
+	// job specs.
+	Properties map[string]string
+	// Secrets are catalog properties that are credentials. They are passed
+	// to the runner through its environment at submit time and never
+	// written to a spec, the ledger or a log.
+	Secrets map[string]string
+}
+
+// FlowConfig configures a Flow.
+type FlowConfig struct {
+	// DBURL is the ledger URL the runners open. Required.
+	DBURL string
+	// Catalogs are the catalogs tables may live in, by name.
+	Catalogs []CatalogConfig
+	// EnqueueBatchSize is how many cron-job rows one policy-expand pick
+	// enqueues (expand.enqueueBatchSize). Defaults to 100.
+	EnqueueBatchSize int
+	// MinInterval is the coordinator's task.<type>.minIntervalMs: the
+	// cooldown of a type when its policy does not set one.
+	MinInterval map[chain.Type]time.Duration
+	// CommitDelay is how long a commit-job waits for more commits.
+	// Defaults to DefaultCommitDelay; negative means none.
+	CommitDelay time.Duration
+	// Log receives the flow's logs. Defaults to a no-op logger.
+	Log *zap.Logger
+}
+
+// Flow is the maintenance flow: the handlers of policy-expand, cron-job and
+// commit-job, and the helpers that keep policy-expand rows in step with
+// the policies. It decides; the Submitter runs; the runner records.
+type Flow struct {
+	st       store.Store
+	pol      store.Policies
+	sub      Submitter
+	cfg      FlowConfig
+	catalogs map[string]CatalogConfig
+
+	mu      sync.Mutex
+	open    map[string]catalog.Catalog // opened catalogs by name
+	skipped map[string]int64           // "kind/reason" → count
+	runs    map[string]int64 // kind → jobs submitted
+}
+
+// NewFlow returns the flow over st, submitting through sub.
+func NewFlow(st store.Store, sub Submitter, cfg FlowConfig) (*Flow, error) {
+	if cfg.DBURL == "" {
+		return nil, fmt.Errorf("%w: flow: the ledger URL runners open is required", store.ErrInvalidArgument)
+	}
+	pol, err := store.PoliciesOf(st)
+	if err != nil {
+		return nil, err
+	}
+	cfg.EnqueueBatchSize = cmp.Or(cfg.EnqueueBatchSize, DefaultEnqueueBatchSize)
+	if cfg.EnqueueBatchSize < 1 {
+		return nil, fmt.Errorf("%w: expand.enqueueBatchSize must be positive, got %d", store.ErrInvalidArgument, cfg.EnqueueBatchSize)
+	}
+	cfg.CommitDelay = cmp.Or(cfg.CommitDelay, DefaultCommitDelay)
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	f := &Flow{st: st, pol: pol, sub: sub, cfg: cfg, catalogs: map[string]CatalogConfig{},
+		open: map[string]catalog.Catalog{}, skipped: map[string]int64{}, runs: map[string]int64{}}
+	for _, c := range cfg.Catalogs {
+		switch {
+		case c.Name == "":
+			return nil, fmt.Errorf("%w: flow: a catalog has no name", store.ErrInvalidArgument)
+		case (c.WarehouseDir == "") == (len(c.Properties) == 0):
+			return nil, fmt.Errorf("%w: catalog %q: give either a warehouse dir or properties", store.ErrInvalidArgument, c.Name)
+		case f.catalogs[c.Name].Name != "":
+			return nil, fmt.Errorf("%w: catalog %q configured twice", store.ErrInvalidArgument, c.Name)
+		}
+		for k := range c.Properties {
+			if runner.IsCredentialKey(k) {
+				return nil, fmt.Errorf("%w: catalog %q: property %q is a credential; configure it as a secret", store.ErrInvalidArgument, c.Name, k)
+			}
+		}
+		f.catalogs[c.Name] = c
+	}
+	return f, nil
+}
+
+// Kinds returns the flow's task kinds for the Engine, with the reconciler
+// (nil: none) as a recurring kind whose claim is its lease.
+func (f *Flow) Kinds(rec *Reconciler, every time.Duration) []Kind {
+	kinds := []Kind{
+		{Name: KindPolicyExpand, Handler: f.expand},
+		{Name: KindCronJob, Handler: f.cronJob, MaxFailures: 5},
+		{Name: KindCommitJob, Handler: f.commitJob, MaxFailures: 5},
+	}
+	kinds = append(kinds, Kind{Name: KindSync, Schedule: Every(DefaultSyncInterval),
+		Handler: func(ctx context.Context, x *Execution) error { return f.Sync(ctx, x.e.sch, x.Now()) }})
+	if rec != nil {
+		kinds = append(kinds, Kind{Name: KindReconcile, Schedule: Every(cmp.Or(every, DefaultReconcileInterval)),
+			Handler: func(ctx context.Context, _ *Execution) error {
+				_, err := rec.Sweep(ctx)
+				return err
+			}})
+	}
+	return kinds
+}
+
+// Every is a Schedule of fixed intervals.
+type Every time.Duration
+
+// Next returns t plus the interval.
+func (e Every) Next(t time.Time) time.Time { return t.Add(time.Duration(e)) }
+
+// FlowStats counts what the handlers decided.
+type FlowStats struct {
+	// Skipped maps "kind/reason" (e.g. "cron-job/cooldown") to a count.
+	Skipped map[string]int64
+	// Submitted maps a kind to the jobs it submitted.
+	Submitted map[string]int64
+}
+
+// Stats returns the counters since the flow was created.
+func (f *Flow) Stats() FlowStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return FlowStats{Skipped: maps.Clone(f.skipped), Submitted: maps.Clone(f.runs)}
+}
+
+func (f *Flow) skip(kind, reason string, fields ...zap.Field) {
+	f.mu.Lock()
+	f.skipped[kind+"/"+reason]++
+	f.mu.Unlock()
+	f.cfg.Log.Info("skipped", append([]zap.Field{zap.String("kind", kind), zap.String("reason", reason)}, fields...)...)
+}
+
+// ---- policy-expand ----
+
+// expandState is a policy-expand row's task_data.
+type expandState struct {
+	// Crontab and Timezone are the schedule the row was planned with.
+	Crontab  string `json:"crontab"`
+	Timezone string `json:"timezone,omitempty"`
+	// Cursor is the last table id enqueued in the instant being expanded;
+	// zero when the next pick starts a new instant.
+	Cursor int64 `json:"cursor,omitempty"`
+}
+
+// ExpandKey is the policy-expand row of a policy.
+func ExpandKey(policyID int64) store.TaskKey {
+	return store.TaskKey{Name: KindPolicyExpand, Instance: strconv.FormatInt(policyID, 10)}
+}
+
+// CronJobKey is the cron-job row of a (table, policy).
+func CronJobKey(tableID, policyID int64) store.TaskKey {
+	return store.TaskKey{Name: KindCronJob, Instance: fmt.Sprintf("table:%d:%d", tableID, policyID)}
+}
+
+// CommitJobKey is the commit-job row of a table.
+func CommitJobKey(tableID int64) store.TaskKey {
+	return store.TaskKey{Name: KindCommitJob, Instance: strconv.FormatInt(tableID, 10)}
+}
+
+// SyncPolicyTask makes the policy-expand row of p match p: an enabled live
+// policy with a crontab has one, due at its next instant (moved when the
+// crontab or time zone changed); any other policy has none. The policy
+// commands call it after each change, and serve at start for every policy;
+// the expand handler checks the policy again on each pick, so a row left
+// behind by a crash does no harm.
+func SyncPolicyTask(ctx context.Context, sch store.Scheduler, p store.Policy, now time.Time) error {
+	key := ExpandKey(p.ID)
+	want, c, err := wantsExpand(p)
+	if err != nil {
+		return err
+	}
+	if !want {
+		err := sch.CancelTask(ctx, key)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	data, _ := json.Marshal(expandState{Crontab: c.Schedule.Crontab, Timezone: c.Schedule.Timezone})
+	next := c.Schedule.Cron.Next(now)
+	cur, err := sch.GetTask(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		_, err = sch.ScheduleTask(ctx, store.NewTask{TaskKey: key, Data: data, ExecutionTime: next}, now)
+		return err
+	case err != nil:
+		return err
+	}
+	var st expandState
+	_ = json.Unmarshal(cur.Data, &st)
+	if st.Crontab == c.Schedule.Crontab && st.Timezone == c.Schedule.Timezone {
+		return nil
+	}
+	return sch.RescheduleTask(ctx, key, next, data)
+}
+
+// wantsExpand reports whether p needs a policy-expand row, with its parsed
+// content.
+func wantsExpand(p store.Policy) (bool, PolicyContent, error) {
+	if p.Deleted() || !p.Enabled {
+		return false, PolicyContent{}, nil
+	}
+	t, ok := MaintenanceTypeOf(p.Type)
+	if !ok {
+		return false, PolicyContent{}, fmt.Errorf("policy %q: unknown policyType %q", p.Name, p.Type)
+	}
+	c, err := ParsePolicyContent(t, p.Content)
+	if err != nil {
+		return false, PolicyContent{}, fmt.Errorf("policy %q: %w", p.Name, err)
+	}
+	return c.Schedule.Cron != nil, c, nil
+}
+
+// expand enqueues cron-job rows for one batch of the policy's tables.
+func (f *Flow) expand(ctx context.Context, x *Execution) error {
+	id, err := strconv.ParseInt(x.Task.Instance, 10, 64)
+	if err != nil {
+		return x.Complete(ctx, nil) // not ours to understand: drop it
+	}
+	p, err := f.pol.GetPolicyByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		f.skip(KindPolicyExpand, "policy gone")
+		return x.Complete(ctx, nil)
+	}
+	if err != nil {
+		return err
+	}
+	want, c, err := wantsExpand(p)
+	if err != nil || !want {
+		if err != nil {
+			f.cfg.Log.Warn("policy-expand: policy content no longer valid; dropping its row", zap.Int64("policy", id), zap.Error(err))
+		}
+		f.skip(KindPolicyExpand, "policy disabled")
+		return x.Complete(ctx, nil)
+	}
+	var st expandState
+	_ = json.Unmarshal(x.Task.Data, &st)
+	tables, cursor, err := f.pol.TablesForPolicy(ctx, id, st.Cursor, f.cfg.EnqueueBatchSize)
+	if err != nil {
+		return err
+	}
+	now := x.Now()
+	next := expandState{Crontab: c.Schedule.Crontab, Timezone: c.Schedule.Timezone}
+	if cursor != 0 {
+		next.Cursor = cursor
+		x.NextAt(now) // more tables in this instant: pick again at once
+	} else {
+		x.NextAt(c.Schedule.Cron.Next(now))
+	}
+	data, _ := json.Marshal(next)
+	x.NextData(data)
+	return x.Complete(ctx, func(ctx context.Context, tx store.TxWriter) error {
+		if len(tables) == 0 {
+			return nil
+		}
+		batch := make([]store.NewTask, len(tables))
+		for i, t := range tables {
+			batch[i] = store.NewTask{TaskKey: CronJobKey(t.ID, id), ExecutionTime: now}
+		}
+		_, err := tx.ScheduleTasks(ctx, batch, now)
+		return err
+	})
+}
+
+// ---- cron-job ----
+
+// cronJob runs one (table, policy) if no job is in flight on the table and
+// the policy's cooldown has passed.
+func (f *Flow) cronJob(ctx context.Context, x *Execution) error {
+	var tableID, policyID int64
+	if _, err := fmt.Sscanf(x.Task.Instance, "table:%d:%d", &tableID, &policyID); err != nil {
+		f.skip(KindCronJob, "bad instance")
+		return x.Complete(ctx, nil)
+	}
+	p, err := f.pol.GetPolicyByID(ctx, policyID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && (p.Deleted() || !p.Enabled)) {
+		f.skip(KindCronJob, "policy disabled", zap.Int64("policy", policyID))
+		return x.Complete(ctx, nil)
+	}
+	if err != nil {
+		return err
+	}
+	t, ok := MaintenanceTypeOf(p.Type)
+	if !ok {
+		f.skip(KindCronJob, "unknown policy type", zap.Int64("policy", policyID))
+		return x.Complete(ctx, nil)
+	}
+	c, err := ParsePolicyContent(t, p.Content)
+	if err != nil {
+		f.skip(KindCronJob, "invalid policy", zap.Int64("policy", policyID), zap.Error(err))
+		return x.Complete(ctx, nil)
+	}
+	tbl, err := f.st.GetTable(ctx, tableID)
+	if errors.Is(err, store.ErrNotFound) {
+		f.skip(KindCronJob, "table gone", zap.Int64("table", tableID))
+		return x.Complete(ctx, nil)
+	}
+	if err != nil {
+		return err
+	}
+	if reason, err := f.gate(ctx, tbl.ID, []gated{{p, c}}, x.Now()); err != nil || reason != "" {
+		if err != nil {
+			return err
+		}
+		f.skip(KindCronJob, reason, zap.Int64("table", tableID), zap.Int64("policy", policyID))
+		return x.Complete(ctx, nil)
+	}
+	return f.start(ctx, x, KindCronJob, tbl, []gated{{p, c}}, store.TriggerCron)
+}
+
+// gated is one maintenance type to run: its policy and parsed content.
+type gated struct {
+	p store.Policy
+	c PolicyContent
+}
+
+// gate returns why nothing may start on the table now ("" if it may): a job
+// in flight on the table, or every type inside its cooldown.
+func (f *Flow) gate(ctx context.Context, tableID int64, types []gated, now time.Time) (string, error) {
+	open, err := f.st.TableInFlightJobs(ctx, tableID)
+	if err != nil {
+		return "", err
+	}
+	if len(open) > 0 {
+		return "in flight", nil
+	}
+	for _, g := range types {
+		cool, err := f.cooling(ctx, tableID, g, now)
+		if err != nil || !cool {
+			return "", err
+		}
+	}
+	return "cooldown", nil
+}
+
+// cooling reports whether the (table, policy) finished a job less than its
+// minimum interval ago.
+func (f *Flow) cooling(ctx context.Context, tableID int64, g gated, now time.Time) (bool, error) {
+	d := DefaultMinInterval(g.c.Type)
+	if v, ok := f.cfg.MinInterval[g.c.Type]; ok {
+		d = v
+	}
+	if g.c.MinInterval != nil {
+		d = *g.c.MinInterval
+	}
+	if d <= 0 {
+		return false, nil
+	}
+	last, err := f.st.LastFinished(ctx, tableID, g.p.ID)
+	if err != nil {
+		return false, err
+	}
+	return !last.IsZero() && now.Sub(last) < d, nil
+}
+
+// start inserts the ledger row and completes the claim in one transaction,
+// then submits the job and records its external id. A submit that fails
+// closes the row failed: the task is gone, the next trigger tries again.
+func (f *Flow) start(ctx context.Context, x *Execution, kind string, tbl store.Table, types []gated, trig store.Trigger) error {
+	cat, ok := f.catalogs[tbl.Catalog]
+	if !ok {
+		f.skip(kind, "unknown catalog", zap.String("catalog", tbl.Catalog))
+		return x.Complete(ctx, nil)
+	}
+	spec := runner.Spec{
+		Catalog: runner.CatalogSpec{WarehouseDir: cat.WarehouseDir},
+		Table:   tbl.Namespace + "." + tbl.Name,
+	}
+	if cat.WarehouseDir == "" {
+		spec.Catalog = runner.CatalogSpec{Name: cat.Name, Properties: cat.Properties}
+	}
+	var names []string
+	opts := map[string]string{}
+	for _, g := range types {
+		spec.Steps = append(spec.Steps, runner.StepSpec{Type: g.c.Type, Policy: g.p.Content})
+		names = append(names, string(g.c.Type))
+		mergeJobOptions(opts, g.c.JobOptions)
+	}
+	rawSpec, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	var job store.Job
+	err = x.Complete(ctx, func(ctx context.Context, tx store.TxWriter) error {
+		job, err = tx.CreateJob(ctx, store.NewJob{TableID: tbl.ID, PolicyID: types[0].p.ID, Types: names, Trigger: trig, Spec: rawSpec})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	ident := tbl.Catalog + "." + spec.Table
+	ext, err := f.sub.Submit(ctx, JobRequest{JobID: job.ID, Fence: job.Fence, DBURL: f.cfg.DBURL, Table: ident,
+		CatalogProps: cat.Secrets, JobOptions: opts})
+	if err != nil {
+		f.cfg.Log.Error("submit failed; closing the job row", zap.Int64("job", job.ID), zap.String("table", ident), zap.Error(err))
+		ferr := f.st.FinishJob(context.WithoutCancel(ctx), job.ID, job.Fence, store.Finish{Status: store.StatusFailed, Error: "submit: " + err.Error()})
+		return errors.Join(fmt.Errorf("submit job %d: %w", job.ID, err), ferr)
+	}
+	f.mu.Lock()
+	f.runs[kind]++
+	f.mu.Unlock()
+	f.cfg.Log.Info("job submitted", zap.String("kind", kind), zap.Int64("job", job.ID), zap.String("table", ident),
+		zap.Strings("types", names), zap.String("external_job_id", ext))
+	// The runner may already have started: a stale fence here only means
+	// the row moved on, and the external id is then not needed.
+	if err := f.st.SetJobID(context.WithoutCancel(ctx), job.ID, job.Fence, ext); err != nil && !errors.Is(err, store.ErrStaleFence) {
+		return fmt.Errorf("record external job id of job %d: %w", job.ID, err)
+	}
+	return nil
+}
+
+// mergeJobOptions merges src into dst: a key both have keeps the larger
+// value when both are numbers (resources: memory, cores, executors), else
+// the first value.
+func mergeJobOptions(dst, src map[string]string) {
+	for k, v := range src {
+		old, ok := dst[k]
+		if !ok {
+			dst[k] = v
+			continue
+		}
+		a, errA := strconv.ParseFloat(old, 64)
+		b, errB := strconv.ParseFloat(v, 64)
+		if errA == nil && errB == nil && b > a {
+			dst[k] = v
+		}
+	}
+}
+
+// ---- commit-job ----
+
+// EnqueueCommit upserts the table's commit-job, due after the commit delay;
+// a burst of commits coalesces into one row. eng must run the flow's kinds.
+func (f *Flow) EnqueueCommit(ctx context.Context, eng *Engine, tableID int64) error {
+	_, err := eng.Upsert(ctx, store.NewTask{TaskKey: CommitJobKey(tableID), ExecutionTime: eng.cfg.Clock.Now().Add(max(0, f.cfg.CommitDelay))})
+	return err
+}
+
+// commitJob runs the table's onCommit types as one chain.
+func (f *Flow) commitJob(ctx context.Context, x *Execution) error {
+	tableID, err := strconv.ParseInt(x.Task.Instance, 10, 64)
+	if err != nil {
+		f.skip(KindCommitJob, "bad instance")
+		return x.Complete(ctx, nil)
+	}
+	tbl, err := f.st.GetTable(ctx, tableID)
+	if errors.Is(err, store.ErrNotFound) {
+		f.skip(KindCommitJob, "table gone", zap.Int64("table", tableID))
+		return x.Complete(ctx, nil)
+	}
+	if err != nil {
+		return err
+	}
+	eff, err := f.pol.EffectivePolicies(ctx, tbl.Catalog, tbl.Namespace, tbl.Name)
+	if err != nil {
+		return err
+	}
+	var types []gated
+	for _, e := range eff {
+		t, ok := MaintenanceTypeOf(e.Policy.Type)
+		if !ok || !e.Policy.Enabled {
+			continue
+		}
+		c, err := ParsePolicyContent(t, e.Policy.Content)
+		if err != nil || !c.Schedule.OnCommit {
+			continue
+		}
+		types = append(types, gated{e.Policy, c})
+	}
+	if len(types) == 0 {
+		f.skip(KindCommitJob, "no onCommit policy", zap.Int64("table", tableID))
+		return x.Complete(ctx, nil)
+	}
+	order := map[chain.Type]int{chain.Compaction: 0, chain.ManifestRewrite: 1, chain.SnapshotExpiry: 2, chain.OrphanCleanup: 3}
+	slices.SortFunc(types, func(a, b gated) int { return order[a.c.Type] - order[b.c.Type] })
+	open, err := f.st.TableInFlightJobs(ctx, tableID)
+	if err != nil {
+		return err
+	}
+	if len(open) > 0 {
+		f.skip(KindCommitJob, "in flight", zap.Int64("table", tableID))
+		return x.Complete(ctx, nil)
+	}
+	// Types inside their cooldown sit this commit out.
+	var run []gated
+	for _, g := range types {
+		cool, err := f.cooling(ctx, tableID, g, x.Now())
+		if err != nil {
+			return err
+		}
+		if !cool {
+			run = append(run, g)
+		}
+	}
+	if len(run) == 0 {
+		f.skip(KindCommitJob, "cooldown", zap.Int64("table", tableID))
+		return x.Complete(ctx, nil)
+	}
+	return f.start(ctx, x, KindCommitJob, tbl, run, store.TriggerCommit)
+}
+
+// ---- sync: policies → policy-expand rows, attachments → tables ----
+
+// Sync makes every live policy's policy-expand row match it and registers
+// the tables under every enabled policy's attachments that the ledger does
+// not know yet (a table known by name is not loaded again: a dropped and
+// recreated table is caught by the runner's drift check, and registered
+// anew by the next commit event or `discover`). An attachment to a catalog
+// the coordinator is not configured with is logged and skipped.
+func (f *Flow) Sync(ctx context.Context, sch store.Scheduler, now time.Time) error {
+	policies, err := f.pol.ListPolicies(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range policies {
+		if err := SyncPolicyTask(ctx, sch, p, now); err != nil {
+			errs = append(errs, fmt.Errorf("policy %q: %w", p.Name, err))
+		}
+		if !p.Enabled {
+			continue
+		}
+		atts, err := f.pol.ListAttachments(ctx, p.ID)
+		if err != nil {
+			return err
+		}
+		for _, a := range atts {
+			if err := f.register(ctx, a.Object); err != nil {
+				errs = append(errs, fmt.Errorf("policy %q attachment %s: %w", p.Name, a.Object, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// register registers the unknown tables under obj.
+func (f *Flow) register(ctx context.Context, obj store.PolicyObject) error {
+	cat, err := f.catalog(ctx, obj.Catalog)
+	if err != nil {
+		return err
+	}
+	var ns []string
+	if obj.Namespace != "" {
+		ns = strings.Split(obj.Namespace, ".")
+	}
+	target := Object{Catalog: obj.Catalog, Namespace: ns, Table: obj.Table}
+	if obj.Table != "" {
+		if _, err := f.st.FindTable(ctx, obj.Catalog, obj.Namespace, obj.Table); err == nil {
+			return nil
+		}
+		_, err := Discover(ctx, f.st, cat, target, f.cfg.Log)
+		return err
+	}
+	idents, _, err := listTables(ctx, cat, ns)
+	if err != nil {
+		return err
+	}
+	for _, ident := range idents {
+		tns, name := strings.Join(ident[:len(ident)-1], "."), ident[len(ident)-1]
+		if _, err := f.st.FindTable(ctx, obj.Catalog, tns, name); err == nil {
+			continue
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		_, err := Discover(ctx, f.st, cat, Object{Catalog: obj.Catalog, Namespace: ident[:len(ident)-1], Table: name}, f.cfg.Log)
+		if err != nil && !errors.Is(err, catalog.ErrNoSuchTable) {
+			return err
+		}
+	}
+	return nil
+}
+
+// catalog opens (once) the configured catalog called name.
+func (f *Flow) catalog(ctx context.Context, name string) (catalog.Catalog, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.open[name]; ok {
+		return c, nil
+	}
+	cfg, ok := f.catalogs[name]
+	if !ok {
+		return nil, fmt.Errorf("catalog %q is not configured on this coordinator", name)
+	}
+	props := iceberg.Properties{}
+	maps.Copy(props, cfg.Properties)
+	maps.Copy(props, cfg.Secrets)
+	spec := catalogs.Spec{WarehouseDir: cfg.WarehouseDir, Name: cfg.Name}
+	if cfg.WarehouseDir == "" {
+		spec.Props = props
+	}
+	c, err := spec.Open(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open catalog %q: %w", name, err)
+	}
+	f.open[name] = c
+	return c, nil
+}
+
+// Close closes the catalogs the flow opened.
+func (f *Flow) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var errs []error
+	for name, c := range f.open {
+		if cl, ok := c.(catalog.Closer); ok {
+			errs = append(errs, cl.Close())
+		}
+		delete(f.open, name)
+	}
+	return errors.Join(errs...)
+}
