@@ -93,7 +93,7 @@ type Flow struct {
 	mu      sync.Mutex
 	open    map[string]catalog.Catalog // opened catalogs by name
 	skipped map[string]int64           // "kind/reason" → count
-	runs    map[string]int64 // kind → jobs submitted
+	runs    map[string]int64           // kind → jobs submitted
 }
 
 // NewFlow returns the flow over st, submitting through sub.
