@@ -304,6 +304,12 @@ type Store interface {
 	// ListInFlightJobs returns up to limit in-flight job rows of all tables
 	// with id > afterID, by id ascending: the reconciler's sweep, in pages.
 	ListInFlightJobs(ctx context.Context, afterID int64, limit int) ([]Job, error)
+	// LatestJobs returns the newest job row of up to limit (positive)
+	// tables, newest first.
+	LatestJobs(ctx context.Context, limit int) ([]Job, error)
+	// TaskCounts returns the queue depth of scheduled_tasks per task kind at
+	// now (zero: the store's clock), by kind name.
+	TaskCounts(ctx context.Context, now time.Time) ([]KindCount, error)
 	// PurgeJobs deletes finished job rows as p says and returns how many.
 	PurgeJobs(ctx context.Context, p Purge) (int64, error)
 

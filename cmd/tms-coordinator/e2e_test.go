@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -211,6 +212,25 @@ func TestServeCronPolicy(t *testing.T) {
 				require.NotEmpty(t, j.JobID, "the external job id was recorded")
 			}
 			require.Equal(t, before, tableChecksums(t, dir, tables...), "no row lost or duplicated")
+
+			// status shows each table's last run with before/after metrics.
+			code, out, stderr := run(t, "status", "--db", db, "--json")
+			require.Equal(t, cli.ExitOK, code, stderr)
+			var got statusOutput
+			require.NoError(t, json.Unmarshal([]byte(out), &got))
+			require.Empty(t, got.InFlight)
+			require.Len(t, got.Tables, len(tables))
+			for _, j := range got.Tables {
+				require.Equal(t, "succeeded", j.Status)
+				require.Contains(t, []string{"local.tms.small_files", "local.tms.many_snapshots"}, j.Table)
+				require.NotEmpty(t, j.MetricsBefore)
+				require.NotEmpty(t, j.MetricsAfter)
+			}
+			require.NotEmpty(t, got.Queue, "the flow's rows (sync, reconcile, policy-expand) are counted")
+			code, out, stderr = run(t, "status", "--db", db)
+			require.Equal(t, cli.ExitOK, code, stderr)
+			require.Contains(t, out, "local.tms.small_files")
+			require.Contains(t, out, "→")
 		})
 	}
 }
@@ -471,4 +491,57 @@ func TestServeThreeNodes(t *testing.T) {
 	require.Equal(t, total, submitted, "one submission per ledger row")
 	t.Logf("%d jobs over %d tables, submitted by %d of 3 nodes", total, len(rows), busy)
 	require.Equal(t, before, tableChecksums(t, dir, tables...), "no row lost or duplicated")
+}
+
+// TestPolicyCommandsKeepExpandRow: the policy commands create, move and
+// remove the policy's policy-expand row at once, without a running serve.
+func TestPolicyCommandsKeepExpandRow(t *testing.T) {
+	t.Parallel()
+	db := testdb.SQLiteURL(t)
+	code, _, stderr := run(t, "migrate", "--db", db)
+	require.Equal(t, cli.ExitOK, code, stderr)
+	write := func(content string) string {
+		f := filepath.Join(t.TempDir(), "p.json")
+		require.NoError(t, os.WriteFile(f, []byte(content), 0o600))
+		return f
+	}
+	st := ledger(t, db)
+	sch, err := store.TasksOf(st)
+	require.NoError(t, err)
+	expandRows := func() []store.Task {
+		tasks, err := sch.ListTasks(t.Context(), "policy-expand", 10)
+		require.NoError(t, err)
+		return tasks
+	}
+
+	code, _, stderr = run(t, "policy", "create", "--db", db, "--name", "e", "--type", "snapshot-expiry", "--content-file", write(`{"schedule": {"crontab": "0 3 * * *"}}`))
+	require.Equal(t, cli.ExitOK, code, stderr)
+	rows := expandRows()
+	require.Len(t, rows, 1)
+	require.Equal(t, 3, rows[0].ExecutionTime.Hour())
+	require.Zero(t, rows[0].ExecutionTime.Minute())
+
+	code, _, stderr = run(t, "policy", "alter", "--db", db, "--name", "e", "--content-file", write(`{"schedule": {"crontab": "30 4 * * *"}}`))
+	require.Equal(t, cli.ExitOK, code, stderr)
+	rows = expandRows()
+	require.Len(t, rows, 1)
+	require.Equal(t, 4, rows[0].ExecutionTime.Hour(), "moved to the new crontab's next instant")
+	require.Equal(t, 30, rows[0].ExecutionTime.Minute())
+
+	code, _, stderr = run(t, "policy", "disable", "--db", db, "--name", "e")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Empty(t, expandRows())
+	code, _, stderr = run(t, "policy", "enable", "--db", db, "--name", "e")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Len(t, expandRows(), 1)
+
+	code, _, stderr = run(t, "policy", "alter", "--db", db, "--name", "e", "--content-file", write(`{"schedule": {"onCommit": true}}`))
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Empty(t, expandRows(), "no crontab, no expand row")
+	code, _, stderr = run(t, "policy", "alter", "--db", db, "--name", "e", "--content-file", write(`{"schedule": {"crontab": "@hourly"}}`))
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Len(t, expandRows(), 1)
+	code, _, stderr = run(t, "policy", "delete", "--db", db, "--name", "e")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Empty(t, expandRows())
 }

@@ -1,7 +1,8 @@
-// Command tms-coordinator is the TMS sidecar beside the catalog. For now it
-// migrates its database (migrate), checks that the database answers (ping)
-// and measures the scheduling engine (bench: a no-op drain);
-// scheduling, policies and the HTTP API come with later issues.
+// Command tms-coordinator is the TMS sidecar beside the catalog: it runs the
+// maintenance flow (serve), manages policies (policy), takes commit events
+// (enqueue-commit), reports (status), migrates its database (migrate),
+// checks that the database answers (ping) and measures the scheduling
+// engine (bench: a no-op drain). The HTTP API comes with a later issue.
 package main
 
 import "github.com/tms-dev/tms/internal/cli"
@@ -15,6 +16,7 @@ func commands() []cli.Command {
 		{Name: "ping", Summary: "check that the database answers", Run: runPing},
 		{Name: "serve", Summary: "run the maintenance flow: schedule, claim, submit runners, reconcile (until SIGTERM)", Run: runServe},
 		{Name: "enqueue-commit", Summary: "tell the coordinator a table got a commit (upserts its commit-job)", Run: runEnqueueCommit},
+		{Name: "status", Summary: "queue depth per task kind, jobs in flight, and each table's last run with before/after metrics", Run: runStatus},
 		{Name: "policy", Summary: "create, alter, enable, disable, delete, attach, detach, list and show maintenance policies", Run: runPolicy},
 	}
 }

@@ -158,6 +158,19 @@ func (pc *policyCtx) open(ctx context.Context) (store.Store, store.Policies, err
 	return s, ps, nil
 }
 
+// syncExpand brings the policy's policy-expand row in step with it at once
+// (a running serve's sync would within a minute).
+func syncExpand(ctx context.Context, s store.Store, p store.Policy) error {
+	sch, err := store.TasksOf(s)
+	if err != nil {
+		return err
+	}
+	if err := coordinator.SyncPolicyTask(ctx, sch, p, time.Now()); err != nil {
+		return fmt.Errorf("policy %q saved, but its schedule row was not updated (serve's sync will retry): %w", p.Name, err)
+	}
+	return nil
+}
+
 // flagError turns a validation error of the value of flag into a usage
 // error that names the flag and keeps the message of the field.
 func flagError(flag string, err error) error {
@@ -229,6 +242,9 @@ func policyCreate(ctx context.Context, pc *policyCtx) error {
 	if err != nil {
 		return policyStoreError(err)
 	}
+	if err := syncExpand(ctx, s, p); err != nil {
+		return err
+	}
 	return pc.print(policyJSON(p, nil), "created policy %q (%s, version %d, %s)\n", p.Name, p.Type, p.Version, enabledWord(p.Enabled))
 }
 
@@ -265,6 +281,9 @@ func policyAlter(ctx context.Context, pc *policyCtx) error {
 	if err != nil {
 		return policyStoreError(err)
 	}
+	if err := syncExpand(ctx, s, p); err != nil {
+		return err
+	}
 	return pc.print(policyJSON(p, nil), "altered policy %q (version %d)\n", p.Name, p.Version)
 }
 
@@ -280,6 +299,9 @@ func policySetEnabled(ctx context.Context, pc *policyCtx, enabled bool) error {
 	p, changed, err := ps.SetPolicyEnabled(ctx, pc.opts.name, enabled)
 	if err != nil {
 		return policyStoreError(err)
+	}
+	if err := syncExpand(ctx, s, p); err != nil {
+		return err
 	}
 	format := "policy %q %s\n"
 	if !changed {
@@ -300,6 +322,9 @@ func policyDelete(ctx context.Context, pc *policyCtx) error {
 	p, err := ps.DeletePolicy(ctx, pc.opts.name)
 	if err != nil {
 		return policyStoreError(err)
+	}
+	if err := syncExpand(ctx, s, p); err != nil {
+		return err
 	}
 	return pc.print(policyJSON(p, nil), "deleted policy %q and its attachments\n", p.Name)
 }

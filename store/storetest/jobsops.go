@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,6 +73,32 @@ func exerciseJobsOps(t *testing.T, setup func(*testing.T) *bundle) {
 	open, err = b.s.TableInFlightJobs(b.ctx, 1<<40)
 	require.NoError(t, err)
 	require.Empty(t, open)
+
+	// LatestJobs: each table's newest row, newest first.
+	latest, err := b.s.LatestJobs(b.ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, latest, 2)
+	require.Equal(t, []int64{aFlight.ID, bFlight.ID}, []int64{latest[0].ID, latest[1].ID})
+	latest, err = b.s.LatestJobs(b.ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, latest, 1)
+
+	// TaskCounts: queue depth per kind.
+	sch, err := store.TasksOf(b.s)
+	require.NoError(t, err)
+	now := time.Now().UTC()
+	for i, at := range []time.Time{now.Add(-time.Minute), now.Add(-time.Second), now.Add(time.Hour)} {
+		_, err := sch.ScheduleTask(b.ctx, store.NewTask{TaskKey: store.TaskKey{Name: "kind-x", Instance: fmt.Sprint(i)}, ExecutionTime: at}, now)
+		require.NoError(t, err)
+	}
+	_, err = sch.ScheduleTask(b.ctx, store.NewTask{TaskKey: store.TaskKey{Name: "kind-a", Instance: "1"}, ExecutionTime: now.Add(time.Hour)}, now)
+	require.NoError(t, err)
+	claimed, err := sch.ClaimTasks(b.ctx, store.ClaimRequest{Names: []string{"kind-x"}, Node: "n1", Limit: 1, Now: now})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	counts, err := b.s.TaskCounts(b.ctx, now)
+	require.NoError(t, err)
+	require.Equal(t, []store.KindCount{{Name: "kind-a", Total: 1}, {Name: "kind-x", Total: 3, Due: 1, Picked: 1}}, counts)
 
 	// ListInFlightJobs pages by id across tables.
 	page, err := b.s.ListInFlightJobs(b.ctx, 0, 1)
