@@ -89,4 +89,3 @@ func (s *sqliteStore) LatestJobs(ctx context.Context, limit int) ([]Job, error) 
 		WHERE id IN (SELECT max(id) FROM table_maintenance_job GROUP BY table_id)
 		ORDER BY id DESC LIMIT ?1`, limit)
 }
-
