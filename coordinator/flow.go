@@ -287,30 +287,24 @@ func (f *Flow) expand(ctx context.Context, x *Execution) error {
 	}
 	var st expandState
 	_ = json.Unmarshal(x.Task.Data, &st)
-	tables, cursor, err := f.pol.TablesForPolicy(ctx, id, st.Cursor, f.cfg.EnqueueBatchSize)
-	if err != nil {
-		return err
-	}
 	now := x.Now()
-	next := expandState{Crontab: c.Schedule.Crontab, Timezone: c.Schedule.Timezone}
-	if cursor != 0 {
-		next.Cursor = cursor
-		x.NextAt(now) // more tables in this instant: pick again at once
-	} else {
-		x.NextAt(c.Schedule.Cron.Next(now))
-	}
-	data, _ := json.Marshal(next)
-	x.NextData(data)
+	// The batch goes from the policy's tables to cron-job rows inside the
+	// completion's transaction, without leaving the database.
+	x.NextAt(now) // a reschedule; MoveCompleted below sets the real time
 	return x.Complete(ctx, func(ctx context.Context, tx store.TxWriter) error {
-		if len(tables) == 0 {
-			return nil
+		_, cursor, err := tx.EnqueueTablesForPolicy(ctx, store.PolicyEnqueue{
+			PolicyID: id, After: st.Cursor, Limit: f.cfg.EnqueueBatchSize, TaskName: KindCronJob,
+			InstancePrefix: "table:", InstanceSuffix: ":" + strconv.FormatInt(id, 10), At: now,
+		})
+		if err != nil {
+			return err
 		}
-		batch := make([]store.NewTask, len(tables))
-		for i, t := range tables {
-			batch[i] = store.NewTask{TaskKey: CronJobKey(t.ID, id), ExecutionTime: now}
+		data, _ := json.Marshal(expandState{Crontab: c.Schedule.Crontab, Timezone: c.Schedule.Timezone, Cursor: cursor})
+		next := c.Schedule.Cron.Next(now)
+		if cursor != 0 {
+			next = now // more tables in this instant: pick again at once
 		}
-		_, err := tx.ScheduleTasks(ctx, batch, now)
-		return err
+		return tx.MoveCompleted(ctx, next, data)
 	})
 }
 

@@ -370,6 +370,14 @@ func (w *wakingTx) ScheduleTasks(ctx context.Context, ts []store.NewTask, now ti
 	return created, err
 }
 
+func (w *wakingTx) EnqueueTablesForPolicy(ctx context.Context, e store.PolicyEnqueue) (int, int64, error) {
+	created, next, err := w.TxWriter.EnqueueTablesForPolicy(ctx, e)
+	if err == nil && created > 0 && !e.At.After(w.now) {
+		w.due = append(w.due, e.TaskName)
+	}
+	return created, next, err
+}
+
 func (w *wakingTx) UpsertTask(ctx context.Context, t store.NewTask, now time.Time) (bool, error) {
 	created, err := w.TxWriter.UpsertTask(ctx, t, now)
 	if err == nil && !t.ExecutionTime.After(w.now) {

@@ -124,6 +124,17 @@ type TxWriter interface {
 	ScheduleTasks(ctx context.Context, ts []NewTask, now time.Time) (created int, err error)
 	// UpsertTask inserts or coalesces a task, like Scheduler.UpsertTask.
 	UpsertTask(ctx context.Context, t NewTask, now time.Time) (created bool, err error)
+	// EnqueueTablesForPolicy inserts one task per table of the batch
+	// Policies.TablesForPolicy(e.PolicyID, e.After, e.Limit) would return,
+	// without the tables leaving the database, and returns how many rows
+	// were new and the walk's next cursor (as TablesForPolicy's next).
+	EnqueueTablesForPolicy(ctx context.Context, e PolicyEnqueue) (created int, next int64, err error)
+	// MoveCompleted sets the execution time, and the task_data when data
+	// is not nil, of the row this transaction completes with
+	// CompleteReschedule, for a handler whose next run depends on what it
+	// wrote (a cursor). An earlier rerun_at still wins. ErrInvalidArgument
+	// after any other completion or for a zero time.
+	MoveCompleted(ctx context.Context, at time.Time, data []byte) error
 	// Driver returns the driver's transaction (pgx.Tx on PostgreSQL, *sql.Tx
 	// on SQLite). It exists for store test code (package store/testdb) that
 	// writes test-only tables; every other package runs no SQL and must not
@@ -313,4 +324,14 @@ func earlier(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+func validateMove(c Completion, at time.Time) error {
+	if c.Action != CompleteReschedule {
+		return fmt.Errorf("%w: only a rescheduled task can be moved", ErrInvalidArgument)
+	}
+	if at.IsZero() {
+		return fmt.Errorf("%w: move time must be set", ErrInvalidArgument)
+	}
+	return nil
 }

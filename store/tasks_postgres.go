@@ -411,7 +411,7 @@ func (s *postgresStore) CompleteTaskWith(ctx context.Context, claim Task, c Comp
 		if err := pgComplete(ctx, tx, claim, c, now); err != nil {
 			return err
 		}
-		return fn(ctx, &pgTxWriter{tx: tx, s: s})
+		return fn(ctx, &pgTxWriter{tx: tx, s: s, claim: claim.TaskKey, c: c})
 	})
 }
 
@@ -464,8 +464,10 @@ func pgComplete(ctx context.Context, db pgDB, claim Task, c Completion, now time
 
 // pgTxWriter is the TxWriter of CompleteTaskWith on PostgreSQL.
 type pgTxWriter struct {
-	tx pgx.Tx
-	s  *postgresStore
+	tx    pgx.Tx
+	s     *postgresStore
+	claim TaskKey    // the row being completed
+	c     Completion // how it was completed
 }
 
 func (w *pgTxWriter) CreateJob(ctx context.Context, nj NewJob) (Job, error) {
@@ -494,6 +496,18 @@ func (w *pgTxWriter) ScheduleTasks(ctx context.Context, ts []NewTask, now time.T
 
 func (w *pgTxWriter) UpsertTask(ctx context.Context, t NewTask, now time.Time) (bool, error) {
 	return pgUpsertTask(ctx, w.tx, t, orNow(now, w.s.now))
+}
+
+func (w *pgTxWriter) MoveCompleted(ctx context.Context, at time.Time, data []byte) error {
+	if err := validateMove(w.c, at); err != nil {
+		return err
+	}
+	_, err := w.tx.Exec(ctx, `UPDATE scheduled_tasks SET execution_time = least(rerun_at, $3), task_data = coalesce($4, task_data)
+		WHERE task_name = $1 AND task_instance = $2`, w.claim.Name, w.claim.Instance, utc(at), data)
+	if err != nil {
+		return pgError("move completed task", err)
+	}
+	return nil
 }
 
 func (w *pgTxWriter) Driver() any { return w.tx }

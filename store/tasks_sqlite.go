@@ -369,7 +369,7 @@ func (s *sqliteStore) CompleteTaskWith(ctx context.Context, claim Task, c Comple
 			return stale
 		}
 		if fn != nil {
-			if fnErr = fn(ctx, &sqliteTxWriter{tx: tx, s: s}); fnErr != nil {
+			if fnErr = fn(ctx, &sqliteTxWriter{tx: tx, s: s, claim: claim.TaskKey, c: c}); fnErr != nil {
 				return fnErr
 			}
 		}
@@ -429,8 +429,10 @@ func sqliteComplete(ctx context.Context, tx *sql.Tx, claim Task, c Completion, n
 
 // sqliteTxWriter is the TxWriter of CompleteTaskWith on SQLite.
 type sqliteTxWriter struct {
-	tx *sql.Tx
-	s  *sqliteStore
+	tx    *sql.Tx
+	s     *sqliteStore
+	claim TaskKey    // the row being completed
+	c     Completion // how it was completed
 }
 
 func (w *sqliteTxWriter) CreateJob(ctx context.Context, nj NewJob) (Job, error) {
@@ -450,6 +452,15 @@ func (w *sqliteTxWriter) ScheduleTasks(ctx context.Context, ts []NewTask, now ti
 func (w *sqliteTxWriter) UpsertTask(ctx context.Context, t NewTask, now time.Time) (bool, error) {
 	ok, err := sqliteUpsertTask(ctx, w.tx, t, orNow(now, w.s.now))
 	return ok, sqliteTaskError("upsert task", err)
+}
+
+func (w *sqliteTxWriter) MoveCompleted(ctx context.Context, at time.Time, data []byte) error {
+	if err := validateMove(w.c, at); err != nil {
+		return err
+	}
+	_, err := w.tx.ExecContext(ctx, `UPDATE scheduled_tasks SET execution_time = coalesce(min(rerun_at, ?3), ?3), task_data = coalesce(?4, task_data)
+		WHERE task_name = ?1 AND task_instance = ?2`, w.claim.Name, w.claim.Instance, sqliteTime(at), data)
+	return sqliteTaskError("move completed task", err)
 }
 
 func (w *sqliteTxWriter) Driver() any { return w.tx }

@@ -41,6 +41,7 @@ func ExercisePolicies(t *testing.T, open func(t *testing.T) store.Store) {
 		"ConcurrentAttachOnce":     exerciseConcurrentAttach,
 		"ConcurrentAlterVersions":  exerciseConcurrentAlter,
 		"ConcurrentDeleteOrAttach": exerciseConcurrentDeleteAttach,
+		"EnqueueTablesForPolicy":   exerciseEnqueueTablesForPolicy,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
