@@ -7,20 +7,23 @@
 // stops claiming, cancels its callbacks and makes Engine.Run return
 // ErrWatchdog, so its supervisor restarts it with fresh state.
 //
-// The engine is generic over task kinds; the maintenance handlers
-// (policy-expand, cron-job, commit-job) register as Kinds. Callbacks must be
-// short: long work (Spark, tms-runner) is tracked in the job ledger, never in
-// a claimed task.
+// The engine is generic over task kinds; the maintenance flow (Flow:
+// policy-expand, cron-job, commit-job, sync) and the Reconciler register as
+// Kinds. Callbacks must be short: long work (tms-runner, started by a
+// Submitter such as LocalSubmitter) is tracked in the job ledger, never in a
+// claimed task. The package also validates policies (ParsePolicyContent) and
+// registers tables found under an attachment (Discover).
 //
 // Decisions worth knowing:
 //
 //   - A claim takes as many due rows as the pool has free threads, in one
 //     statement; the row's version (incremented by the claim) is the fencing
 //     token every later write carries.
-//   - A one-shot success that the handler did not complete itself is handed
-//     to a per-node completer that deletes many rows per statement, each
-//     guarded by its own version, and the thread is free at once. The row
-//     stays picked until that commit, so no other node can claim it.
+//   - A one-shot success that the handler did not complete itself is queued
+//     on its pool, which deletes the finished rows (each guarded by its own
+//     version) in the same statement as its next claim, and the thread is
+//     free at once. The row stays picked until that commit, so no other
+//     node can claim it.
 //     Handlers that write rows of their own use Execution.Complete, which
 //     runs the guarded completion and their writes in one transaction.
 //   - An upsert that arrives while its row is running sets the row's
