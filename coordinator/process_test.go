@@ -176,9 +176,14 @@ func TestKilledNodeTasksAreRevived(t *testing.T) {
 	for _, n := range nodes {
 		require.NoError(t, n.stop())
 		rescued += n.Stats().Rescued
-		require.Zero(t, n.Stats().Stale+n.Stats().Failed)
+		// A survivor that misses its own heartbeats on a loaded machine may
+		// have a claim revived too: its completion is then rejected as stale
+		// and writes nothing (the executions count below proves it), but it
+		// never fails.
+		require.Zero(t, n.Stats().Failed)
 	}
-	require.Equal(t, int64(3), rescued, "each row revived once")
+	require.GreaterOrEqual(t, rescued, int64(3), "each of the killed node's rows was revived")
+	require.Len(t, testdb.Executions(t, b.url), 3, "and executed once")
 	for inst, node := range testdb.Executions(t, b.url) {
 		require.True(t, strings.HasPrefix(node, "survivor-"), "task %s ran on %s", inst, node)
 	}
