@@ -373,9 +373,22 @@ func tablesForPolicySQL(p func(int) string) string {
 			  AND NOT EXISTS (SELECT 1 FROM policy_attachment b
 				WHERE b.policy_type = a.policy_type AND b.policy_id <> a.policy_id
 				  AND ` + attachmentCovers("b", "t.catalog", "t.namespace", "t.name") + `
-				  AND ` + attachmentRank("b") + ` > ` + attachmentRank("a") + `))
+				  AND ` + attachmentRank("b") + ` > ` + attachmentRank("a") + `)` + noPullUp(p) + `)
 		ORDER BY t.id
 		LIMIT ` + p(3)
+}
+
+// noPullUp keeps PostgreSQL from turning the attachment EXISTS into a
+// hash semi join: as a join it lost the window's id order, so every call
+// filtered all of the scan window and sorted it (5.4 ms for a batch of 100
+// out of 100,000 tables) instead of stopping at the limit (1.8 ms). An
+// OFFSET in a sublink keeps it a per-row subplan. SQLite plans the
+// sublink per row anyway and rejects OFFSET without LIMIT.
+func noPullUp(p func(int) string) string {
+	if p(1) == "$1" {
+		return " OFFSET 0"
+	}
+	return ""
 }
 
 // tablesWindowSQL returns the highest id and the number of rows of the
