@@ -316,6 +316,9 @@ func (e *Engine) runningClaims() []store.Task {
 	defer e.mu.Unlock()
 	claims := make([]store.Task, 0, len(e.running))
 	for _, x := range e.running {
+		if settled, _ := x.outcome(); settled {
+			continue // its Complete ended the claim: nothing to heartbeat
+		}
 		claims = append(claims, x.Task)
 	}
 	return claims
@@ -330,6 +333,12 @@ func (e *Engine) dropClaims(lost []store.TaskKey) {
 	for _, k := range lost {
 		x := e.running[k]
 		if x == nil {
+			continue
+		}
+		if settled, _ := x.outcome(); settled {
+			// Its own Complete committed (or was found stale, and then the
+			// handler knows): the callback may still be finishing work that
+			// its committed rows ask for, such as submitting a job.
 			continue
 		}
 		if !x.completing.Load() && !x.queued.Load() {

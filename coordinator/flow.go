@@ -38,6 +38,9 @@ const (
 	// DefaultCommitDelay is how long a commit-job waits after the first
 	// commit of a burst: commits arriving meanwhile coalesce into its row.
 	DefaultCommitDelay = 2 * time.Second
+	// submitTimeout bounds submitting a job and recording its id once its
+	// ledger row exists; a row left without a job is the reconciler's.
+	submitTimeout = time.Minute
 	// DefaultReconcileInterval is how often the reconciler sweeps.
 	DefaultReconcileInterval = time.Minute
 	// DefaultSyncInterval is how often the coordinator brings policy-expand
@@ -434,12 +437,18 @@ func (f *Flow) start(ctx context.Context, x *Execution, kind string, tbl store.T
 	if err != nil {
 		return err
 	}
+	// The claim is settled: the task row is gone, and the engine cancels a
+	// callback whose row is gone at its next heartbeat. The ledger row
+	// exists now and must get its job, so what follows runs on its own
+	// deadline instead of the claim's context.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
+	defer cancel()
 	ident := tbl.Catalog + "." + spec.Table
 	ext, err := f.sub.Submit(ctx, JobRequest{JobID: job.ID, Fence: job.Fence, DBURL: f.cfg.DBURL, Table: ident,
 		CatalogProps: cat.Secrets, JobOptions: opts})
 	if err != nil {
 		f.cfg.Log.Error("submit failed; closing the job row", zap.Int64("job", job.ID), zap.String("table", ident), zap.Error(err))
-		ferr := f.st.FinishJob(context.WithoutCancel(ctx), job.ID, job.Fence, store.Finish{Status: store.StatusFailed, Error: "submit: " + err.Error()})
+		ferr := f.st.FinishJob(ctx, job.ID, job.Fence, store.Finish{Status: store.StatusFailed, Error: "submit: " + err.Error()})
 		return errors.Join(fmt.Errorf("submit job %d: %w", job.ID, err), ferr)
 	}
 	f.mu.Lock()
@@ -449,7 +458,7 @@ func (f *Flow) start(ctx context.Context, x *Execution, kind string, tbl store.T
 		zap.Strings("types", names), zap.String("external_job_id", ext))
 	// The runner may already have started: a stale fence here only means
 	// the row moved on, and the external id is then not needed.
-	if err := f.st.SetJobID(context.WithoutCancel(ctx), job.ID, job.Fence, ext); err != nil && !errors.Is(err, store.ErrStaleFence) {
+	if err := f.st.SetJobID(ctx, job.ID, job.Fence, ext); err != nil && !errors.Is(err, store.ErrStaleFence) {
 		return fmt.Errorf("record external job id of job %d: %w", job.ID, err)
 	}
 	return nil
