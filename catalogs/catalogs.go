@@ -162,3 +162,40 @@ type noSuchTable struct{ name string }
 
 func (e noSuchTable) Error() string { return "table " + e.name + " does not exist" }
 func (e noSuchTable) Unwrap() error { return catalog.ErrNoSuchTable }
+
+// ListTables returns the tables in root and every namespace below it (all
+// namespaces when root is empty), and how many namespaces it listed. It
+// walks namespaces whether the catalog lists only direct children (REST) or
+// all descendants (SQL).
+func ListTables(ctx context.Context, cat catalog.Catalog, root []string) ([]table.Identifier, int, error) {
+	seen := map[string]bool{strings.Join(root, "\x00"): true}
+	queue := []table.Identifier{root} // an empty root is the catalog itself
+	var out []table.Identifier
+	listed := 0
+	for len(queue) > 0 {
+		ns := queue[0]
+		queue = queue[1:]
+		if len(ns) > 0 {
+			listed++
+			for ident, err := range cat.ListTables(ctx, ns) {
+				if err != nil {
+					return nil, listed, fmt.Errorf("list tables in %s: %w", strings.Join(ns, "."), err)
+				}
+				out = append(out, ident)
+			}
+		}
+		children, err := cat.ListNamespaces(ctx, ns)
+		if err != nil {
+			return nil, listed, fmt.Errorf("list namespaces in %q: %w", strings.Join(ns, "."), err)
+		}
+		for _, c := range children {
+			key := strings.Join(c, "\x00")
+			if len(c) <= len(ns) || seen[key] {
+				continue
+			}
+			seen[key] = true
+			queue = append(queue, c)
+		}
+	}
+	return out, listed, nil
+}

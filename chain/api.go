@@ -31,6 +31,10 @@ const (
 // cleanup is always last because it must see the files the other types left.
 var chainOrder = []Type{Compaction, ManifestRewrite, SnapshotExpiry, OrphanCleanup}
 
+// Rank returns t's position in the chain order (compaction 0 … orphan
+// cleanup 3), -1 for an unknown type: sort by it to run types in order.
+func Rank(t Type) int { return slices.Index(chainOrder, t) }
+
 // ParseTypes parses a comma-separated list of maintenance types such as
 // "compaction,manifest-rewrite". Blanks around names are ignored, duplicates
 // are dropped, and the result is sorted into chain order. An unknown or empty

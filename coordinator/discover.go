@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -77,7 +78,7 @@ func Discover(ctx context.Context, st store.Store, cat catalog.Catalog, obj Obje
 		idents = []table.Identifier{slices.Concat(obj.Namespace, []string{obj.Table})}
 	} else {
 		var err error
-		if idents, rep.Namespaces, err = listTables(ctx, cat, obj.Namespace); err != nil {
+		if idents, rep.Namespaces, err = catalogs.ListTables(ctx, cat, obj.Namespace); err != nil {
 			return rep, fmt.Errorf("discover %s: %w", obj, err)
 		}
 	}
@@ -123,39 +124,4 @@ func Discover(ctx context.Context, st store.Store, cat catalog.Catalog, obj Obje
 	log.Info("discovered tables", zap.Stringer("object", obj), zap.Int("tables", len(rep.Tables)),
 		zap.Int("namespaces", rep.Namespaces), zap.Int("vanished", rep.Vanished))
 	return rep, nil
-}
-
-// listTables returns the tables in root and every namespace below it (all
-// namespaces when root is empty), and how many namespaces it listed.
-func listTables(ctx context.Context, cat catalog.Catalog, root []string) ([]table.Identifier, int, error) {
-	seen := map[string]bool{strings.Join(root, "\x00"): true}
-	queue := []table.Identifier{root} // an empty root is the catalog itself
-	var out []table.Identifier
-	listed := 0
-	for len(queue) > 0 {
-		ns := queue[0]
-		queue = queue[1:]
-		if len(ns) > 0 {
-			listed++
-			for ident, err := range cat.ListTables(ctx, ns) {
-				if err != nil {
-					return nil, listed, fmt.Errorf("list tables in %s: %w", strings.Join(ns, "."), err)
-				}
-				out = append(out, ident)
-			}
-		}
-		children, err := cat.ListNamespaces(ctx, ns)
-		if err != nil {
-			return nil, listed, fmt.Errorf("list namespaces in %q: %w", strings.Join(ns, "."), err)
-		}
-		for _, c := range children {
-			key := strings.Join(c, "\x00")
-			if len(c) <= len(ns) || seen[key] {
-				continue
-			}
-			seen[key] = true
-			queue = append(queue, c)
-		}
-	}
-	return out, listed, nil
 }

@@ -93,10 +93,12 @@ type Flow struct {
 	cfg      FlowConfig
 	catalogs map[string]CatalogConfig
 
-	mu      sync.Mutex
-	open    map[string]catalog.Catalog // opened catalogs by name
-	skipped map[string]int64           // "kind/reason" → count
-	runs    map[string]int64           // kind → jobs submitted
+	catMu sync.Mutex                 // guards open; held while a catalog opens
+	open  map[string]catalog.Catalog // opened catalogs by name
+
+	mu      sync.Mutex       // guards the counters
+	skipped map[string]int64 // "kind/reason" → count
+	runs    map[string]int64 // kind → jobs submitted
 }
 
 // NewFlow returns the flow over st, submitting through sub.
@@ -347,14 +349,15 @@ func (f *Flow) cronJob(ctx context.Context, x *Execution) error {
 	if err != nil {
 		return err
 	}
-	if reason, err := f.gate(ctx, tbl.ID, []gated{{p, c}}, x.Now()); err != nil || reason != "" {
-		if err != nil {
-			return err
-		}
+	run, reason, err := f.gate(ctx, tbl.ID, []gated{{p, c}}, x.Now())
+	if err != nil {
+		return err
+	}
+	if reason != "" {
 		f.skip(KindCronJob, reason, zap.Int64("table", tableID), zap.Int64("policy", policyID))
 		return x.Complete(ctx, nil)
 	}
-	return f.start(ctx, x, KindCronJob, tbl, []gated{{p, c}}, store.TriggerCron)
+	return f.start(ctx, x, KindCronJob, tbl, run, store.TriggerCron)
 }
 
 // gated is one maintenance type to run: its policy and parsed content.
@@ -363,23 +366,30 @@ type gated struct {
 	c PolicyContent
 }
 
-// gate returns why nothing may start on the table now ("" if it may): a job
-// in flight on the table, or every type inside its cooldown.
-func (f *Flow) gate(ctx context.Context, tableID int64, types []gated, now time.Time) (string, error) {
+// gate returns the types that may run on the table now, or why none may: a
+// job in flight on the table ("in flight"), or every type inside its
+// cooldown ("cooldown"). Types inside their cooldown sit this run out.
+func (f *Flow) gate(ctx context.Context, tableID int64, types []gated, now time.Time) (run []gated, reason string, err error) {
 	open, err := f.st.TableInFlightJobs(ctx, tableID)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	if len(open) > 0 {
-		return "in flight", nil
+		return nil, "in flight", nil
 	}
 	for _, g := range types {
 		cool, err := f.cooling(ctx, tableID, g, now)
-		if err != nil || !cool {
-			return "", err
+		if err != nil {
+			return nil, "", err
+		}
+		if !cool {
+			run = append(run, g)
 		}
 	}
-	return "cooldown", nil
+	if len(run) == 0 {
+		return nil, "cooldown", nil
+	}
+	return run, "", nil
 }
 
 // cooling reports whether the (table, policy) finished a job less than its
@@ -526,29 +536,13 @@ func (f *Flow) commitJob(ctx context.Context, x *Execution) error {
 		f.skip(KindCommitJob, "no onCommit policy", zap.Int64("table", tableID))
 		return x.Complete(ctx, nil)
 	}
-	order := map[chain.Type]int{chain.Compaction: 0, chain.ManifestRewrite: 1, chain.SnapshotExpiry: 2, chain.OrphanCleanup: 3}
-	slices.SortFunc(types, func(a, b gated) int { return order[a.c.Type] - order[b.c.Type] })
-	open, err := f.st.TableInFlightJobs(ctx, tableID)
+	slices.SortFunc(types, func(a, b gated) int { return chain.Rank(a.c.Type) - chain.Rank(b.c.Type) })
+	run, reason, err := f.gate(ctx, tableID, types, x.Now())
 	if err != nil {
 		return err
 	}
-	if len(open) > 0 {
-		f.skip(KindCommitJob, "in flight", zap.Int64("table", tableID))
-		return x.Complete(ctx, nil)
-	}
-	// Types inside their cooldown sit this commit out.
-	var run []gated
-	for _, g := range types {
-		cool, err := f.cooling(ctx, tableID, g, x.Now())
-		if err != nil {
-			return err
-		}
-		if !cool {
-			run = append(run, g)
-		}
-	}
-	if len(run) == 0 {
-		f.skip(KindCommitJob, "cooldown", zap.Int64("table", tableID))
+	if reason != "" {
+		f.skip(KindCommitJob, reason, zap.Int64("table", tableID))
 		return x.Complete(ctx, nil)
 	}
 	return f.start(ctx, x, KindCommitJob, tbl, run, store.TriggerCommit)
@@ -606,7 +600,7 @@ func (f *Flow) register(ctx context.Context, obj store.PolicyObject) error {
 		_, err := Discover(ctx, f.st, cat, target, f.cfg.Log)
 		return err
 	}
-	idents, _, err := listTables(ctx, cat, ns)
+	idents, _, err := catalogs.ListTables(ctx, cat, ns)
 	if err != nil {
 		return err
 	}
@@ -627,8 +621,8 @@ func (f *Flow) register(ctx context.Context, obj store.PolicyObject) error {
 
 // catalog opens (once) the configured catalog called name.
 func (f *Flow) catalog(ctx context.Context, name string) (catalog.Catalog, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.catMu.Lock()
+	defer f.catMu.Unlock()
 	if c, ok := f.open[name]; ok {
 		return c, nil
 	}
@@ -653,8 +647,8 @@ func (f *Flow) catalog(ctx context.Context, name string) (catalog.Catalog, error
 
 // Close closes the catalogs the flow opened.
 func (f *Flow) Close() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.catMu.Lock()
+	defer f.catMu.Unlock()
 	var errs []error
 	for name, c := range f.open {
 		if cl, ok := c.(catalog.Closer); ok {

@@ -90,15 +90,7 @@ func (w *sqliteTxWriter) EnqueueTablesForPolicy(ctx context.Context, e PolicyEnq
 		return 0, 0, err
 	}
 	// SQLite has no data-modifying CTE: select, then insert.
-	rows, err := w.tx.QueryContext(ctx, tablesForPolicySQL(sqlitePlaceholder), e.PolicyID, e.After, e.Limit, TablesScanWindow(e.Limit))
-	ts, err := collectSQLite(rows, err, scanSQLiteTableRow)
-	if err != nil {
-		return 0, 0, sqliteError("enqueue tables for policy", err)
-	}
-	next, err = tablesNext(ts, e.Limit, TablesScanWindow(e.Limit), func() (maxID int64, n int, err error) {
-		err = w.tx.QueryRowContext(ctx, tablesWindowSQL(sqlitePlaceholder), e.After, TablesScanWindow(e.Limit)).Scan(&maxID, &n)
-		return maxID, n, err
-	})
+	ts, next, err := sqliteTablesForPolicy(ctx, w.tx, e.PolicyID, e.After, e.Limit)
 	if err != nil {
 		return 0, 0, sqliteError("enqueue tables for policy", err)
 	}

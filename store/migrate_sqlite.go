@@ -17,7 +17,9 @@ func (s *sqliteStore) schemaVersion(ctx context.Context) (int, error) {
 	return sqliteSchemaVersion(ctx, s.r)
 }
 
+// sqliteQuerier is what the read pool and a transaction offer.
 type sqliteQuerier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 

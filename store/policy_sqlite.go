@@ -422,18 +422,28 @@ func (s *sqliteStore) TablesForPolicy(ctx context.Context, policyID, afterTableI
 	if err := validateTablesForPolicy(limit); err != nil {
 		return nil, 0, err
 	}
-	scan := TablesScanWindow(limit)
-	rows, err := s.r.QueryContext(ctx, tablesForPolicySQL(sqlitePlaceholder), policyID, afterTableID, limit, scan)
-	ts, err := collectSQLite(rows, err, scanSQLiteTableRow)
+	ts, next, err := sqliteTablesForPolicy(ctx, s.r, policyID, afterTableID, limit)
 	if err != nil {
 		return nil, 0, sqliteError("tables for policy", err)
 	}
+	return ts, next, nil
+}
+
+// sqliteTablesForPolicy is TablesForPolicy on db (the read pool, or the
+// transaction of TxWriter.EnqueueTablesForPolicy).
+func sqliteTablesForPolicy(ctx context.Context, db sqliteQuerier, policyID, afterTableID int64, limit int) ([]Table, int64, error) {
+	scan := TablesScanWindow(limit)
+	rows, err := db.QueryContext(ctx, tablesForPolicySQL(sqlitePlaceholder), policyID, afterTableID, limit, scan)
+	ts, err := collectSQLite(rows, err, scanSQLiteTableRow)
+	if err != nil {
+		return nil, 0, err
+	}
 	next, err := tablesNext(ts, limit, scan, func() (maxID int64, n int, err error) {
-		err = s.r.QueryRowContext(ctx, tablesWindowSQL(sqlitePlaceholder), afterTableID, scan).Scan(&maxID, &n)
+		err = db.QueryRowContext(ctx, tablesWindowSQL(sqlitePlaceholder), afterTableID, scan).Scan(&maxID, &n)
 		return maxID, n, err
 	})
 	if err != nil {
-		return nil, 0, sqliteError("tables for policy", err)
+		return nil, 0, err
 	}
 	return ts, next, nil
 }

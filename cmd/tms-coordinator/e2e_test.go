@@ -545,3 +545,35 @@ func TestPolicyCommandsKeepExpandRow(t *testing.T) {
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Empty(t, expandRows())
 }
+
+// TestFlowCommandsRefuseBadInput: bad flags of serve, enqueue-commit and
+// status exit 2 naming the flag, before anything is opened or written.
+func TestFlowCommandsRefuseBadInput(t *testing.T) {
+	t.Parallel()
+	db := testdb.SQLiteURL(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"props without a catalog name", []string{"serve", "--db", db, "--catalog-prop", "type=rest"}, "--catalog NAME is required"},
+		{"catalog name without props", []string{"serve", "--db", db, "--catalog", "prod"}, `--catalog "prod" needs --catalog-prop`},
+		{"secret given in clear", []string{"serve", "--db", db, "--catalog", "prod", "--catalog-prop", "type=rest", "--catalog-secret", "token=abc"}, "env:NAME or file:PATH"},
+		{"secret from a missing file", []string{"serve", "--db", db, "--catalog", "prod", "--catalog-prop", "type=rest", "--catalog-secret", "token=file:/nonexistent/tok"}, "--catalog-secret token"},
+		{"enqueue a bad table name", []string{"enqueue-commit", "--db", db, "--table", "local.t"}, "want CATALOG.NAMESPACE.TABLE"},
+		{"status with no tables", []string{"status", "--db", db, "--tables", "0"}, "--tables must be positive"},
+	} {
+		code, _, stderr := run(t, tc.args...)
+		require.Equal(t, cli.ExitUsage, code, "%s: %s", tc.name, stderr)
+		require.Contains(t, stderr, tc.want, tc.name)
+	}
+	_, err := os.Stat(strings.TrimPrefix(db, "sqlite://"))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing was created")
+
+	// A table the ledger does not know is a failure that says what to do.
+	code, _, stderr := run(t, "migrate", "--db", db)
+	require.Equal(t, cli.ExitOK, code, stderr)
+	code, _, stderr = run(t, "enqueue-commit", "--db", db, "--table", "local.tms.nope")
+	require.Equal(t, cli.ExitFailure, code)
+	require.Contains(t, stderr, "local.tms.nope is not registered")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -176,7 +177,7 @@ func runEnqueueCommit(ctx context.Context, env cli.Env) error {
 		return err
 	}
 	parts := strings.Split(name, ".")
-	if len(parts) < 3 || slicesHasEmpty(parts) {
+	if len(parts) < 3 || slices.Contains(parts, "") {
 		return cli.Usagef("--table %q: want CATALOG.NAMESPACE.TABLE", name)
 	}
 	st, err := store.Open(ctx, ff.db, env.Log)
@@ -201,13 +202,4 @@ func runEnqueueCommit(ctx context.Context, env cli.Env) error {
 	}
 	_, err = fmt.Fprintf(env.Stdout, "commit-job for %s (table %d) enqueued\n", name, row.ID)
 	return err
-}
-
-func slicesHasEmpty(s []string) bool {
-	for _, v := range s {
-		if v == "" {
-			return true
-		}
-	}
-	return false
 }

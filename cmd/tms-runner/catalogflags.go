@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
@@ -51,21 +50,16 @@ func loadTable(ctx context.Context, cat catalog.Catalog, name string) (*table.Ta
 	return catalogs.LoadTable(ctx, cat, ident)
 }
 
-// allTables lists every table of every top-level namespace of cat, in
+// allTables lists every table of cat, in every namespace at any depth, in
 // catalog order.
 func allTables(ctx context.Context, cat catalog.Catalog) ([]string, error) {
-	namespaces, err := cat.ListNamespaces(ctx, nil)
+	idents, _, err := catalogs.ListTables(ctx, cat, nil)
 	if err != nil {
-		return nil, fmt.Errorf("list namespaces: %w", err)
+		return nil, err
 	}
-	var names []string
-	for _, ns := range namespaces {
-		for ident, err := range cat.ListTables(ctx, ns) {
-			if err != nil {
-				return nil, fmt.Errorf("list tables: %w", err)
-			}
-			names = append(names, catalogs.IdentString(ident))
-		}
+	names := make([]string, len(idents))
+	for i, ident := range idents {
+		names[i] = catalogs.IdentString(ident)
 	}
 	return names, nil
 }

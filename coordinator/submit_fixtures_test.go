@@ -1,0 +1,311 @@
+package coordinator_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/store"
+	"github.com/tms-dev/tms/store/testdb"
+	"github.com/tms-dev/tms/testdata"
+)
+
+// The local submitter is tested with the real tms-runner binary, real
+// ledgers (PostgreSQL and SQLite) and real testdata tables. Shell scripts
+// stand in only where the runner cannot show what is tested: wrappers that
+// exec or run the real runner record the argv and environment it got and
+// when each run starts and ends (the concurrency limit); a script that
+// ignores SIGTERM, which the runner never does, proves the SIGKILL
+// escalation; and `exit 0` is enough to test ids across a restart.
+
+var (
+	runnerOnce sync.Once
+	runnerBin  string
+	runnerErr  error
+)
+
+// builtRunner builds cmd/tms-runner once per test binary (without the race
+// detector: the runner is the system under test's child, not the test) into
+// a fixed folder under the temp dir, replaced atomically on every run so
+// that runs do not pile up binaries.
+func builtRunner(t *testing.T) string {
+	t.Helper()
+	runnerOnce.Do(func() {
+		dir := filepath.Join(os.TempDir(), "tms-coordinator-test")
+		if runnerErr = os.MkdirAll(dir, 0o755); runnerErr != nil {
+			return
+		}
+		var tmp string
+		if tmp, runnerErr = os.MkdirTemp(dir, "build-"); runnerErr != nil {
+			return
+		}
+		defer os.RemoveAll(tmp)
+		out := filepath.Join(tmp, "tms-runner")
+		build := exec.Command("go", "build", "-ldflags=-s -w", "-o", out, "github.com/tms-dev/tms/cmd/tms-runner")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := build.CombinedOutput(); err != nil {
+			runnerErr = fmt.Errorf("build tms-runner: %v\n%s", err, b)
+			return
+		}
+		runnerBin = filepath.Join(dir, "tms-runner")
+		runnerErr = os.Rename(out, runnerBin)
+	})
+	require.NoError(t, runnerErr)
+	return runnerBin
+}
+
+// localBackends are the ledgers the runner is started against.
+var localBackends = []string{store.BackendPostgres, store.BackendSQLite}
+
+// localLedger is a migrated ledger the test creates job rows in.
+type localLedger struct {
+	url string
+	st  store.Store
+}
+
+func newLocalLedger(t *testing.T, backend string) localLedger {
+	t.Helper()
+	dbURL := testdb.SQLiteURL(t)
+	if backend == store.BackendPostgres {
+		dbURL = testdb.PostgresURL(t)
+	}
+	ctx := context.Background()
+	_, err := store.Migrate(ctx, dbURL, zaptest.NewLogger(t))
+	require.NoError(t, err)
+	st, err := store.Open(ctx, dbURL, zaptest.NewLogger(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return localLedger{url: dbURL, st: st}
+}
+
+// job registers table name with uuid and opens a cron job row for policy
+// whose spec is spec.
+func (l localLedger) job(t *testing.T, name, uuid string, policy int64, types []string, spec any) store.Job {
+	t.Helper()
+	ident, err := catalogs.ParseIdent(name)
+	require.NoError(t, err)
+	raw, err := json.Marshal(spec)
+	require.NoError(t, err)
+	row, err := l.st.RegisterTable(t.Context(), store.TableRef{
+		Catalog: catalogs.LocalName, Namespace: strings.Join(ident[:len(ident)-1], "."), Name: ident[len(ident)-1], UUID: uuid,
+	})
+	require.NoError(t, err)
+	j, err := l.st.CreateJob(t.Context(), store.NewJob{TableID: row.ID, PolicyID: policy, Types: types, Trigger: store.TriggerCron, Spec: raw})
+	require.NoError(t, err)
+	return j
+}
+
+func (l localLedger) get(t *testing.T, id int64) store.Job {
+	t.Helper()
+	j, err := l.st.GetJob(t.Context(), id)
+	require.NoError(t, err)
+	return j
+}
+
+// localTableName is the recipe the runs maintain, built with 6 appends (6
+// small files): enough for compaction to have work, small enough for the
+// race detector.
+const localTableName = "tms.small_files"
+
+// localTable builds the small table and returns its warehouse dir, uuid and
+// head snapshot id.
+func localTable(t *testing.T) (dir, uuid string, head int64) {
+	t.Helper()
+	dir = testdata.BuildAdjustedT(t, func(r *testdata.Recipe) { r.Appends = 6 }, localTableName)
+	tbl := loadLocal(t, dir)
+	return dir, tbl.uuid, tbl.head
+}
+
+type localState struct {
+	uuid string
+	head int64
+}
+
+func loadLocal(t *testing.T, dir string) localState {
+	t.Helper()
+	cat, err := catalogs.OpenLocal(t.Context(), dir, false)
+	require.NoError(t, err)
+	if c, ok := cat.(catalog.Closer); ok {
+		defer c.Close() // its connection pool, which the leak check counts
+	}
+	ident, err := catalogs.ParseIdent(localTableName)
+	require.NoError(t, err)
+	tbl, err := catalogs.LoadTable(t.Context(), cat, ident)
+	require.NoError(t, err)
+	s := localState{uuid: tbl.Metadata().TableUUID().String()}
+	if snap := tbl.CurrentSnapshot(); snap != nil {
+		s.head = snap.SnapshotID
+	}
+	return s
+}
+
+var localChain = []string{"compaction", "manifest-rewrite", "snapshot-expiry"}
+
+// warehouseSpec is the job spec of the full chain on the local table.
+func warehouseSpec(dir string) map[string]any {
+	return map[string]any{
+		"catalog": map[string]any{"warehouse-dir": dir},
+		"table":   localTableName,
+		"steps":   []any{map[string]any{"type": "compaction"}, map[string]any{"type": "manifest-rewrite"}, map[string]any{"type": "snapshot-expiry"}},
+	}
+}
+
+// newLocal returns a submitter with the built runner and a temp log dir
+// unless cfg says otherwise, closed when the test ends.
+func newLocal(t *testing.T, cfg coordinator.LocalConfig) *coordinator.LocalSubmitter {
+	t.Helper()
+	if cfg.RunnerPath == "" {
+		cfg.RunnerPath = builtRunner(t)
+	}
+	if cfg.LogDir == "" {
+		cfg.LogDir = t.TempDir()
+	}
+	if cfg.Log == nil {
+		cfg.Log = zaptest.NewLogger(t)
+	}
+	s, err := coordinator.NewLocalSubmitter(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Close(ctx)
+	})
+	return s
+}
+
+func request(l localLedger, j store.Job) coordinator.JobRequest {
+	return coordinator.JobRequest{JobID: j.ID, Fence: j.Fence, DBURL: l.url, Table: "local." + localTableName}
+}
+
+func status(t *testing.T, s coordinator.Submitter, id string) coordinator.JobStatus {
+	t.Helper()
+	st, err := s.Status(t.Context(), id)
+	require.NoError(t, err)
+	return st
+}
+
+// waitEnded waits until the job is terminal and returns its status.
+func waitEnded(t *testing.T, s coordinator.Submitter, id string) coordinator.JobStatus {
+	t.Helper()
+	var st coordinator.JobStatus
+	eventually(t, 60*time.Second, "job "+id+" to end", func() bool {
+		st = status(t, s, id)
+		return st.State.Terminal()
+	})
+	return st
+}
+
+// secretValue is a credential-like value no test writes anywhere but into a
+// request's CatalogProps or a URL's password.
+func secretValue() string { return "s3cr3t-" + strings.ToLower(rand.Text()[:12]) }
+
+// envWithout returns environ without the variable name.
+func envWithout(environ []string, name string) []string {
+	var out []string
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// writeScript writes an executable /bin/sh script and returns its path.
+func writeScript(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "runner.sh")
+	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755))
+	return path
+}
+
+// hangingCatalog is a REST catalog endpoint that accepts connections and
+// never answers, so a runner pointed at it stays inside its job (its row
+// running) until it is stopped. accepted receives once per connection.
+func hangingCatalog(t *testing.T) (uri string, accepted <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	acc := make(chan struct{}, 16)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			select {
+			case acc <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String(), acc
+}
+
+// hangingJob opens a row whose runner will block on the hanging catalog.
+func hangingJob(t *testing.T, l localLedger, uri string, policy int64) store.Job {
+	t.Helper()
+	return l.job(t, localTableName, "uuid-of-a-remote-table", policy, []string{"compaction"}, map[string]any{
+		"catalog": map[string]any{"name": "prod", "properties": map[string]any{"type": "rest", "uri": uri}},
+		"table":   localTableName,
+		"steps":   []any{map[string]any{"type": "compaction"}},
+	})
+}
+
+// waitRunnerInside waits until the runner holds its row (running) and has
+// connected to the catalog.
+func waitRunnerInside(t *testing.T, l localLedger, jobID int64, accepted <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-accepted:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the runner never connected to the catalog")
+	}
+	require.Equal(t, store.StatusRunning, l.get(t, jobID).Status)
+}
+
+// processGone reports whether pid no longer runs: it does not exist, or is
+// a zombie waiting for a reaper that is not the test (containers often run
+// without an init that reaps).
+func processGone(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	_, rest, ok := bytes.Cut(stat, []byte(") "))
+	return ok && len(rest) > 0 && rest[0] == 'Z'
+}
