@@ -89,6 +89,7 @@ type FlowConfig struct {
 type Flow struct {
 	st       store.Store
 	pol      store.Policies
+	ex       store.Expander
 	sub      Submitter
 	cfg      FlowConfig
 	catalogs map[string]CatalogConfig
@@ -110,6 +111,10 @@ func NewFlow(st store.Store, sub Submitter, cfg FlowConfig) (*Flow, error) {
 	if err != nil {
 		return nil, err
 	}
+	ex, err := store.ExpanderOf(st)
+	if err != nil {
+		return nil, err
+	}
 	cfg.EnqueueBatchSize = cmp.Or(cfg.EnqueueBatchSize, DefaultEnqueueBatchSize)
 	if cfg.EnqueueBatchSize < 1 {
 		return nil, fmt.Errorf("%w: expand.enqueueBatchSize must be positive, got %d", store.ErrInvalidArgument, cfg.EnqueueBatchSize)
@@ -118,7 +123,7 @@ func NewFlow(st store.Store, sub Submitter, cfg FlowConfig) (*Flow, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	f := &Flow{st: st, pol: pol, sub: sub, cfg: cfg, catalogs: map[string]CatalogConfig{},
+	f := &Flow{st: st, pol: pol, ex: ex, sub: sub, cfg: cfg, catalogs: map[string]CatalogConfig{},
 		open: map[string]catalog.Catalog{}, skipped: map[string]int64{}, runs: map[string]int64{}}
 	for _, c := range cfg.Catalogs {
 		switch {
@@ -269,18 +274,53 @@ func wantsExpand(p store.Policy) (bool, PolicyContent, error) {
 }
 
 // expand enqueues cron-job rows for one batch of the policy's tables.
+//
+// A pick that continues an instant (a cursor in its task data) trusts the
+// schedule in the data: SyncPolicyTask rewrites or deletes the row whenever
+// the policy changes, and such a change makes this claim's completion
+// stale. A pick that starts an instant reads the policy first.
 func (f *Flow) expand(ctx context.Context, x *Execution) error {
 	id, err := strconv.ParseInt(x.Task.Instance, 10, 64)
 	if err != nil {
 		return x.Complete(ctx, nil) // not ours to understand: drop it
 	}
+	var st expandState
+	_ = json.Unmarshal(x.Task.Data, &st)
+	var sched Schedule
+	if st.Cursor != 0 && st.Crontab != "" {
+		sched, err = ParseCron(st.Crontab, st.Timezone)
+	}
+	if st.Cursor == 0 || st.Crontab == "" || err != nil {
+		c, ok, err := f.expandPolicy(ctx, id)
+		if err != nil || !ok {
+			if err == nil {
+				err = x.Complete(ctx, nil)
+			}
+			return err
+		}
+		st.Crontab, st.Timezone, sched = c.Schedule.Crontab, c.Schedule.Timezone, c.Schedule.Cron
+	}
+	now := x.Now()
+	data, _ := json.Marshal(expandState{Crontab: st.Crontab, Timezone: st.Timezone})
+	// The batch goes from the policy's tables to cron-job rows in the
+	// completion's own statement, without leaving the database.
+	_, err = x.completeExpand(ctx, f.ex, store.PolicyEnqueue{
+		PolicyID: id, After: st.Cursor, Limit: f.cfg.EnqueueBatchSize, TaskName: KindCronJob,
+		InstancePrefix: "table:", InstanceSuffix: ":" + strconv.FormatInt(id, 10), At: now,
+	}, store.ExpandMove{Now: now, Done: sched.Next(now), Data: data})
+	return err
+}
+
+// expandPolicy reads the policy of a policy-expand row: ok false when the
+// row should go (policy gone, disabled or no longer a crontab policy).
+func (f *Flow) expandPolicy(ctx context.Context, id int64) (PolicyContent, bool, error) {
 	p, err := f.pol.GetPolicyByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		f.skip(KindPolicyExpand, "policy gone")
-		return x.Complete(ctx, nil)
+		return PolicyContent{}, false, nil
 	}
 	if err != nil {
-		return err
+		return PolicyContent{}, false, err
 	}
 	want, c, err := wantsExpand(p)
 	if err != nil || !want {
@@ -288,29 +328,9 @@ func (f *Flow) expand(ctx context.Context, x *Execution) error {
 			f.cfg.Log.Warn("policy-expand: policy content no longer valid; dropping its row", zap.Int64("policy", id), zap.Error(err))
 		}
 		f.skip(KindPolicyExpand, "policy disabled")
-		return x.Complete(ctx, nil)
+		return PolicyContent{}, false, nil
 	}
-	var st expandState
-	_ = json.Unmarshal(x.Task.Data, &st)
-	now := x.Now()
-	// The batch goes from the policy's tables to cron-job rows inside the
-	// completion's transaction, without leaving the database.
-	x.NextAt(now) // a reschedule; MoveCompleted below sets the real time
-	return x.Complete(ctx, func(ctx context.Context, tx store.TxWriter) error {
-		_, cursor, err := tx.EnqueueTablesForPolicy(ctx, store.PolicyEnqueue{
-			PolicyID: id, After: st.Cursor, Limit: f.cfg.EnqueueBatchSize, TaskName: KindCronJob,
-			InstancePrefix: "table:", InstanceSuffix: ":" + strconv.FormatInt(id, 10), At: now,
-		})
-		if err != nil {
-			return err
-		}
-		data, _ := json.Marshal(expandState{Crontab: c.Schedule.Crontab, Timezone: c.Schedule.Timezone, Cursor: cursor})
-		next := c.Schedule.Cron.Next(now)
-		if cursor != 0 {
-			next = now // more tables in this instant: pick again at once
-		}
-		return tx.MoveCompleted(ctx, next, data)
-	})
+	return c, true, nil
 }
 
 // ---- cron-job ----

@@ -42,6 +42,7 @@ func ExercisePolicies(t *testing.T, open func(t *testing.T) store.Store) {
 		"ConcurrentAlterVersions":  exerciseConcurrentAlter,
 		"ConcurrentDeleteOrAttach": exerciseConcurrentDeleteAttach,
 		"EnqueueTablesForPolicy":   exerciseEnqueueTablesForPolicy,
+		"CompleteExpand":           exerciseCompleteExpand,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
