@@ -170,7 +170,20 @@ func TestServeCronPolicy(t *testing.T) {
 			code, _, stderr = run(t, "policy", "attach", "--db", db, "--name", "compact-often", "--object", "local.tms")
 			require.Equal(t, cli.ExitOK, code, stderr)
 
-			n := serve(t, db, dir)
+			// The SQLite node takes part of its settings from a config file.
+			var extra []string
+			if backend == store.BackendSQLite {
+				conf := filepath.Join(t.TempDir(), "tms.conf")
+				require.NoError(t, os.WriteFile(conf, []byte("# test\ngravitino.maintenance.node.id = conf-node-1\n"+
+					"gravitino.maintenance.scheduler.cron.threads = 2\n"), 0o600))
+				extra = []string{"--config", conf}
+			}
+			n := serve(t, db, dir, extra...)
+			if backend == store.BackendSQLite {
+				eventually(t, 30*time.Second, "the node id from the config file", func() bool {
+					return strings.Contains(n.logText(t), "serving as node conf-node-1")
+				})
+			}
 			st, err := store.Open(t.Context(), db, zaptest.NewLogger(t))
 			require.NoError(t, err)
 			defer st.Close()
@@ -560,6 +573,12 @@ func TestFlowCommandsRefuseBadInput(t *testing.T) {
 		{"catalog name without props", []string{"serve", "--db", db, "--catalog", "prod"}, `--catalog "prod" needs --catalog-prop`},
 		{"secret given in clear", []string{"serve", "--db", db, "--catalog", "prod", "--catalog-prop", "type=rest", "--catalog-secret", "token=abc"}, "env:NAME or file:PATH"},
 		{"secret from a missing file", []string{"serve", "--db", db, "--catalog", "prod", "--catalog-prop", "type=rest", "--catalog-secret", "token=file:/nonexistent/tok"}, "--catalog-secret token"},
+		{"config file key unknown", []string{"serve", "--db", db, "--config", badConfig(t, "gravitino.maintenance.nope = 1")}, ":1: key gravitino.maintenance.nope: unknown key"},
+		{"config file credential in clear", []string{"serve", "--db", db, "--config", badConfig(t, "gravitino.maintenance.ircAuth.token = abc")}, "key gravitino.maintenance.ircAuth.token: a credential must be a reference"},
+		{"config file bad milliseconds", []string{"serve", "--db", db, "--config", badConfig(t, "# c\ngravitino.maintenance.scheduler.pollIntervalMs = 1s")}, `:2: key gravitino.maintenance.scheduler.pollIntervalMs: want a non-negative number of milliseconds, got "1s"`},
+		{"config file without prefix", []string{"serve", "--db", db, "--config", badConfig(t, "db = sqlite://x.db")}, `every key starts with "gravitino.maintenance."`},
+		{"config file missing", []string{"serve", "--db", db, "--config", "/nonexistent/tms.conf"}, "--config: open /nonexistent/tms.conf"},
+		{"cooldown of an unknown type", []string{"serve", "--db", db, "--min-interval", "compactoin=1h"}, `--min-interval: unknown maintenance type "compactoin"`},
 		{"enqueue a bad table name", []string{"enqueue-commit", "--db", db, "--table", "local.t"}, "want CATALOG.NAMESPACE.TABLE"},
 		{"status with no tables", []string{"status", "--db", db, "--tables", "0"}, "--tables must be positive"},
 	} {
@@ -576,4 +595,12 @@ func TestFlowCommandsRefuseBadInput(t *testing.T) {
 	code, _, stderr = run(t, "enqueue-commit", "--db", db, "--table", "local.tms.nope")
 	require.Equal(t, cli.ExitFailure, code)
 	require.Contains(t, stderr, "local.tms.nope is not registered")
+}
+
+// badConfig writes a config file with text and returns its path.
+func badConfig(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "tms.conf")
+	require.NoError(t, os.WriteFile(p, []byte(text+"\n"), 0o600))
+	return p
 }

@@ -96,12 +96,19 @@ func resolveSecret(ref string) (string, error) {
 func runServe(ctx context.Context, env cli.Env) error {
 	fs := cli.NewFlags("tms-coordinator", "serve", env.Stderr)
 	var (
-		ff                           flowFlags
-		runnerPath, logDir, nodeID   string
-		maxRunning, expandBatch      int
-		poll, heartbeat, reconcileEv time.Duration
+		ff                                       flowFlags
+		configPath, runnerPath, logDir, nodeID   string
+		maxRunning, expandBatch                  int
+		expandThreads, cronThreads, commitThread int
+		poll, heartbeat, reconcileEv             time.Duration
+		minIntervals                             []string
 	)
 	ff.register(fs)
+	fs.StringVar(&configPath, "config", os.Getenv("TMS_CONFIG"), "configuration file of "+configPrefix+"* keys (env TMS_CONFIG); flags and TMS_* variables win over it")
+	fs.StringArrayVar(&minIntervals, "min-interval", nil, "TYPE=DURATION: a type's cooldown when its policy sets no minIntervalMs (task.<type>.minIntervalMs; repeatable)")
+	fs.IntVar(&expandThreads, "expand-threads", 4, "threads of the policy-expand pool")
+	fs.IntVar(&cronThreads, "cron-threads", 8, "threads of the cron-job pool")
+	fs.IntVar(&commitThread, "commit-threads", 4, "threads of the commit-job pool")
 	fs.StringVar(&runnerPath, "runner", "", "tms-runner binary (default: next to this binary, else on PATH)")
 	fs.IntVar(&maxRunning, "max-running", 4, "runners running at once on this node")
 	fs.StringVar(&logDir, "log-dir", "./tms-logs", "folder of the per-job runner logs")
@@ -113,7 +120,22 @@ func runServe(ctx context.Context, env cli.Env) error {
 	if err := cli.Parse(fs, env.Args); err != nil {
 		return err
 	}
+	file, err := applyConfig(fs, configPath)
+	if err != nil {
+		return err
+	}
 	cats, err := ff.catalogs()
+	if err != nil {
+		return err
+	}
+	fileCats, err := file.catalogConfigs()
+	if err != nil {
+		return err
+	}
+	if cats, err = mergeCatalogs(cats, fileCats); err != nil {
+		return err
+	}
+	cooldowns, err := minIntervalsByType(file, minIntervals)
 	if err != nil {
 		return err
 	}
@@ -139,13 +161,14 @@ func runServe(ctx context.Context, env cli.Env) error {
 		_ = sub.Close(cctx)
 	}()
 	flow, err := coordinator.NewFlow(st, sub, coordinator.FlowConfig{DBURL: ff.db, Catalogs: cats, EnqueueBatchSize: expandBatch,
-		CommitDelay: ff.commitDelay, Log: env.Log})
+		MinInterval: cooldowns, CommitDelay: ff.commitDelay, Log: env.Log})
 	if err != nil {
 		return cli.UsageError{Err: err}
 	}
 	defer flow.Close()
 	rec := coordinator.NewReconciler(st, sub, coordinator.ReconcilerConfig{Log: env.Log})
-	eng, err := coordinator.New(sch, coordinator.Config{NodeID: nodeID, PollInterval: poll, HeartbeatInterval: heartbeat, Log: env.Log},
+	eng, err := coordinator.New(sch, coordinator.Config{NodeID: nodeID, PollInterval: poll, HeartbeatInterval: heartbeat, Log: env.Log,
+		Pools: map[string]int{coordinator.KindPolicyExpand: expandThreads, coordinator.KindCronJob: cronThreads, coordinator.KindCommitJob: commitThread}},
 		flow.Kinds(rec, reconcileEv)...)
 	if err != nil {
 		return cli.UsageError{Err: err}

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/chain"
+	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/internal/cli"
+)
+
+// The coordinator's configuration file (serve --config FILE, env
+// TMS_CONFIG) holds Gravitino-style keys, one `key = value` per line, with
+// `#` or `!` comment lines, every key under configPrefix. A command-line
+// flag wins over its TMS_* environment variable, which wins over the file.
+// Credentials are never values in the file: ircAuth.* and gravitinoAuth.*
+// take env:NAME or file:PATH references only.
+const configPrefix = "gravitino.maintenance."
+
+// configFlags maps the file's keys to serve's flags. Keys ending in Ms take
+// milliseconds and set a duration flag.
+var configFlags = map[string]string{
+	"db":                                  "db",
+	"warehouseDir":                        "warehouse-dir",
+	"node.id":                             "node-id",
+	"runner.path":                         "runner",
+	"jobSubmitter.local.maxRunning":       "max-running",
+	"jobSubmitter.local.logDir":           "log-dir",
+	"expand.enqueueBatchSize":             "expand-batch",
+	"scheduler.pollIntervalMs":            "poll-interval",
+	"scheduler.heartbeatIntervalMs":       "heartbeat-interval",
+	"reconciler.intervalMs":               "reconcile-interval",
+	"commit.coalesceDelayMs":              "commit-delay",
+	"http.listen":                         "listen",
+	"http.commitToken":                    "commit-token",
+	"http.adminToken":                     "admin-token",
+	"http.readToken":                      "read-token",
+	"watcher.intervalMs":                  "watch-interval",
+	"watcher.concurrency":                 "watch-concurrency",
+	"catalogNotify.enabled":               "catalog-notify",
+	"scheduler.expand.threads":            "expand-threads",
+	"scheduler.cron.threads":              "cron-threads",
+	"scheduler.commit.threads":            "commit-threads",
+	"task.compaction.minIntervalMs":       "",
+	"task.manifest-rewrite.minIntervalMs": "",
+	"task.snapshot-expiry.minIntervalMs":  "",
+	"task.orphan-cleanup.minIntervalMs":   "",
+}
+
+// fileConfig is what a configuration file says beyond serve's flags.
+type fileConfig struct {
+	flags       map[string]string        // flag name → value
+	minInterval map[string]time.Duration // maintenance type → cooldown
+	catalogs    map[string]map[string]string
+	ircAuth     map[string]string // catalog client credential property → reference
+	gravitino   map[string]string // control-plane credential → reference
+}
+
+// readConfigFile parses path; every error names the file, the line and the
+// key.
+func readConfigFile(path string) (*fileConfig, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, cli.Usagef("--config: %v", err)
+	}
+	defer f.Close()
+	c := &fileConfig{flags: map[string]string{}, minInterval: map[string]time.Duration{}, catalogs: map[string]map[string]string{},
+		ircAuth: map[string]string{}, gravitino: map[string]string{}}
+	seen := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == '!' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		where := fmt.Sprintf("%s:%d", path, n)
+		if !ok || k == "" {
+			return nil, cli.Usagef("%s: want key = value, got %q", where, line)
+		}
+		if prev, dup := seen[k]; dup {
+			return nil, cli.Usagef("%s: key %s is already set on line %d", where, k, prev)
+		}
+		seen[k] = n
+		if err := c.set(k, v); err != nil {
+			return nil, cli.Usagef("%s: key %s: %v", where, k, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, cli.Usagef("--config %s: %v", path, err)
+	}
+	return c, nil
+}
+
+func (c *fileConfig) set(key, v string) error {
+	k, ok := strings.CutPrefix(key, configPrefix)
+	if !ok {
+		return fmt.Errorf("unknown key: every key starts with %q", configPrefix)
+	}
+	if flag, known := configFlags[k]; known {
+		if flag == "" { // task.<type>.minIntervalMs
+			typ := strings.TrimSuffix(strings.TrimPrefix(k, "task."), ".minIntervalMs")
+			d, err := millis(v)
+			if err != nil {
+				return err
+			}
+			c.minInterval[typ] = d
+			return nil
+		}
+		if strings.HasSuffix(k, "Ms") {
+			d, err := millis(v)
+			if err != nil {
+				return err
+			}
+			v = d.String()
+		}
+		c.flags[flag] = v
+		return nil
+	}
+	switch {
+	case strings.HasPrefix(k, "catalog."):
+		name, prop, ok := strings.Cut(strings.TrimPrefix(k, "catalog."), ".")
+		if !ok || name == "" || prop == "" {
+			return fmt.Errorf("want %scatalog.NAME.PROPERTY", configPrefix)
+		}
+		if c.catalogs[name] == nil {
+			c.catalogs[name] = map[string]string{}
+		}
+		c.catalogs[name][prop] = v
+	case strings.HasPrefix(k, "ircAuth."), strings.HasPrefix(k, "gravitinoAuth."):
+		group, prop, _ := strings.Cut(k, ".")
+		if prop == "" {
+			return fmt.Errorf("want %s%s.PROPERTY", configPrefix, group)
+		}
+		if !strings.HasPrefix(v, "env:") && !strings.HasPrefix(v, "file:") {
+			return fmt.Errorf("a credential must be a reference, env:NAME or file:PATH, never the secret itself")
+		}
+		if group == "ircAuth" {
+			c.ircAuth[prop] = v
+		} else {
+			c.gravitino[prop] = v
+		}
+	default:
+		return fmt.Errorf("unknown key (known: %s, catalog.NAME.PROPERTY, ircAuth.*, gravitinoAuth.*)", strings.Join(slices.Sorted(maps.Keys(configFlags)), ", "))
+	}
+	return nil
+}
+
+// millis parses a non-negative count of milliseconds.
+func millis(v string) (time.Duration, error) {
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms < 0 {
+		return 0, fmt.Errorf("want a non-negative number of milliseconds, got %q", v)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// applyConfig fills the flags the command line did not set: from their
+// TMS_* variable (TMS_ and the flag name in upper case, dashes as
+// underscores), else from the file. It returns the file's other settings
+// (nil without a file).
+func applyConfig(fs *pflag.FlagSet, path string) (*fileConfig, error) {
+	var c *fileConfig
+	if path != "" {
+		var err error
+		if c, err = readConfigFile(path); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed || f.Name == "config" {
+			return
+		}
+		env := "TMS_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v, ok := os.LookupEnv(env)
+		src := env
+		if !ok && c != nil {
+			v, ok = c.flags[f.Name]
+			src = "--config " + path
+		}
+		if !ok || f.Name == "db" && src == env { // --db already defaults to TMS_DB
+			return
+		}
+		if e := fs.Set(f.Name, v); e != nil {
+			err = cli.Usagef("%s: --%s %q: %v", src, f.Name, v, e)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		for name := range c.flags {
+			if fs.Lookup(name) == nil {
+				return nil, cli.Usagef("--config %s: this command has no --%s", path, name)
+			}
+		}
+	}
+	return c, nil
+}
+
+// catalogConfigs returns the file's catalogs: a warehouseDir property makes a
+// local testdata-style catalog, anything else iceberg-go properties, with
+// the ircAuth references resolved into the secrets of each.
+func (c *fileConfig) catalogConfigs() ([]coordinator.CatalogConfig, error) {
+	if c == nil {
+		return nil, nil
+	}
+	secrets := map[string]string{}
+	for k, ref := range c.ircAuth {
+		v, err := resolveSecret(ref)
+		if err != nil {
+			return nil, cli.Usagef("config key %sircAuth.%s: %v", configPrefix, k, err)
+		}
+		secrets[k] = v
+	}
+	for k, ref := range c.gravitino {
+		if _, err := resolveSecret(ref); err != nil {
+			return nil, cli.Usagef("config key %sgravitinoAuth.%s: %v", configPrefix, k, err)
+		}
+	}
+	var out []coordinator.CatalogConfig
+	for _, name := range slices.Sorted(maps.Keys(c.catalogs)) {
+		props := c.catalogs[name]
+		if dir, ok := props["warehouseDir"]; ok {
+			if len(props) > 1 {
+				return nil, cli.Usagef("config catalog %q: warehouseDir makes a local catalog and takes no other property", name)
+			}
+			out = append(out, coordinator.CatalogConfig{Name: name, WarehouseDir: dir})
+			continue
+		}
+		out = append(out, coordinator.CatalogConfig{Name: name, Properties: maps.Clone(props), Secrets: maps.Clone(secrets)})
+	}
+	if len(secrets) > 0 && !slices.ContainsFunc(out, func(c coordinator.CatalogConfig) bool { return c.WarehouseDir == "" }) {
+		return nil, cli.Usagef("config: ircAuth.* is set but no catalog with properties is configured (%scatalog.NAME.uri = …)", configPrefix)
+	}
+	return out, nil
+}
+
+// minIntervalsByType returns task.<type>.minIntervalMs from the file,
+// overridden by --min-interval TYPE=DURATION flags.
+func minIntervalsByType(c *fileConfig, fromFlags []string) (map[chain.Type]time.Duration, error) {
+	out := map[chain.Type]time.Duration{}
+	add := func(src, typ string, d time.Duration) error {
+		ts, err := chain.ParseTypes(typ)
+		if err != nil || len(ts) != 1 {
+			return cli.Usagef("%s: unknown maintenance type %q", src, typ)
+		}
+		out[ts[0]] = d
+		return nil
+	}
+	if c != nil {
+		for t, d := range c.minInterval {
+			if err := add("config key "+configPrefix+"task."+t+".minIntervalMs", t, d); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, kv := range fromFlags {
+		t, v, ok := strings.Cut(kv, "=")
+		d, err := time.ParseDuration(v)
+		if !ok || err != nil || d < 0 {
+			return nil, cli.Usagef("--min-interval %q: want TYPE=DURATION, e.g. compaction=2h", kv)
+		}
+		if err := add("--min-interval", t, d); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// mergeCatalogs adds the file's catalogs to the flags', refusing a name
+// configured twice.
+func mergeCatalogs(fromFlags, fromFile []coordinator.CatalogConfig) ([]coordinator.CatalogConfig, error) {
+	out := slices.Clone(fromFlags)
+	for _, c := range fromFile {
+		if slices.ContainsFunc(out, func(o coordinator.CatalogConfig) bool { return o.Name == c.Name }) {
+			return nil, cli.Usagef("catalog %q is configured both by flags and by the config file", c.Name)
+		}
+		if c.Name == catalogs.LocalName && c.WarehouseDir == "" {
+			return nil, cli.Usagef("config catalog %q: that name is the local warehouse catalog; give it warehouseDir", c.Name)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
