@@ -88,6 +88,14 @@ type Config struct {
 	Clock Clock
 	// Log receives the engine's logs. Defaults to a no-op logger.
 	Log *zap.Logger
+	// OnClaim, if set, is called as each claimed run starts, with its kind
+	// and lateness: claim time minus the row's execution time (metrics).
+	// It must be fast and must not block.
+	OnClaim func(kind string, lateness time.Duration)
+	// OnExecuted, if set, is called as each run's handler returns, with its
+	// kind and outcome (ExecSuccess, ExecFailure, ExecStale, ExecCancelled,
+	// ExecPanic). It must be fast and must not block.
+	OnExecuted func(kind, outcome string)
 }
 
 // staleAfter is the age of a heartbeat after which a claim is revived.

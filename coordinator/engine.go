@@ -40,8 +40,9 @@ type Engine struct {
 
 	stats counters
 
-	dead      atomic.Bool   // the watchdog fired: write nothing more
-	ready     chan struct{} // closed once Run is claiming and listening
+	dead      atomic.Bool                 // the watchdog fired: write nothing more
+	beatErr   atomic.Pointer[beatFailure] // the node heartbeat failing since, nil when the last one was written
+	ready     chan struct{}               // closed once Run is claiming and listening
 	readyOnce sync.Once
 	runOnce   sync.Once
 	fatal     chan error // the watchdog's verdict, buffered 1
@@ -75,6 +76,7 @@ func New(sch store.Scheduler, cfg Config, kinds ...Kind) (*Engine, error) {
 		if k.Pool == "" {
 			k.Pool = k.Name
 		}
+		k.Handler = observed(cfg, k.Name, k.Handler)
 		e.kinds[k.Name] = &k
 		p := e.pools[k.Pool]
 		if p == nil {
@@ -387,5 +389,48 @@ func (e *Engine) countCompletion(err error) {
 		e.stats.stale.Add(1)
 	default:
 		e.stats.failed.Add(1)
+	}
+}
+
+// The outcomes Config.OnExecuted reports: the handler returned nil, an
+// error, an error wrapping store.ErrStaleFence (its claim was taken over),
+// an error after its context was cancelled (lost claim, shutdown, watchdog),
+// or it panicked.
+const (
+	ExecSuccess   = "success"
+	ExecFailure   = "failure"
+	ExecStale     = "stale"
+	ExecCancelled = "cancelled"
+	ExecPanic     = "panic"
+)
+
+// observed wraps h so that cfg.OnClaim and cfg.OnExecuted see each run of
+// kind; it returns h itself when neither is set.
+func observed(cfg Config, kind string, h Handler) Handler {
+	if cfg.OnClaim == nil && cfg.OnExecuted == nil {
+		return h
+	}
+	return func(ctx context.Context, x *Execution) (err error) {
+		if cfg.OnClaim != nil {
+			// A claim stamps the row's first heartbeat with the claim time.
+			cfg.OnClaim(kind, x.Task.LastHeartbeat.Sub(x.Task.ExecutionTime))
+		}
+		if cfg.OnExecuted == nil {
+			return h(ctx, x)
+		}
+		outcome := ExecPanic // unless h returns
+		defer func() { cfg.OnExecuted(kind, outcome) }()
+		err = h(ctx, x)
+		switch {
+		case err == nil:
+			outcome = ExecSuccess
+		case errors.Is(err, store.ErrStaleFence):
+			outcome = ExecStale
+		case ctx.Err() != nil:
+			outcome = ExecCancelled
+		default:
+			outcome = ExecFailure
+		}
+		return err
 	}
 }

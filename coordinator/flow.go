@@ -204,6 +204,13 @@ type expandState struct {
 	Cursor int64 `json:"cursor,omitempty"`
 }
 
+// SyncKey and ReconcileKey are the singleton rows of the sync and
+// reconcile kinds; every serve node inserts them if missing.
+var (
+	SyncKey      = store.TaskKey{Name: KindSync, Instance: "singleton"}
+	ReconcileKey = store.TaskKey{Name: KindReconcile, Instance: "singleton"}
+)
+
 // ExpandKey is the policy-expand row of a policy.
 func ExpandKey(policyID int64) store.TaskKey {
 	return store.TaskKey{Name: KindPolicyExpand, Instance: strconv.FormatInt(policyID, 10)}

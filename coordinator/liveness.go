@@ -32,6 +32,7 @@ func (e *Engine) liveness(ctx context.Context) {
 				return
 			}
 			since := cfg.Clock.Now().Sub(lastOK)
+			e.beatErr.Store(&beatFailure{since: lastOK, err: err})
 			e.log.Warn("node heartbeat failed", zap.Duration("sinceLastHeartbeat", since), zap.Error(err))
 			if since >= cfg.WatchdogTimeout {
 				e.fatal <- fmt.Errorf("%w: last written %s ago (watchdogTimeout %s): %w", ErrWatchdog, since.Round(time.Millisecond), cfg.WatchdogTimeout, err)
@@ -40,6 +41,7 @@ func (e *Engine) liveness(ctx context.Context) {
 			continue
 		}
 		lastOK = now
+		e.beatErr.Store(nil)
 		e.rescue(ctx, now)
 	}
 }

@@ -27,7 +27,11 @@ const (
 	// rows kept (the newest row of each table and policy always stays).
 	DefaultHistoryAge      = 90 * 24 * time.Hour
 	DefaultHistoryPerTable = 500
-	reconcilePage          = 500
+	// DefaultCommitEventAge is how long commit event ids are remembered: a
+	// sender retrying an event within it gets "duplicate". It is far longer
+	// than any webhook retry policy.
+	DefaultCommitEventAge = 7 * 24 * time.Hour
+	reconcilePage         = 500
 )
 
 // ReconcilerConfig tunes a Reconciler. Zero values take the defaults.
@@ -39,8 +43,11 @@ type ReconcilerConfig struct {
 	// HistoryPerTable purges finished rows beyond this many per table;
 	// negative keeps all.
 	HistoryPerTable int
-	Clock           Clock
-	Log             *zap.Logger
+	// CommitEventAge purges commit event ids older than this; negative
+	// keeps all.
+	CommitEventAge time.Duration
+	Clock          Clock
+	Log            *zap.Logger
 }
 
 // Reconciler closes ledger rows that nobody else will close: the runner
@@ -63,6 +70,8 @@ type ReconcileReport struct {
 	// Closed maps the status rows were closed with to their count.
 	Closed map[store.JobStatus]int
 	Purged int64
+	// PurgedEvents counts the commit event ids purged.
+	PurgedEvents int64
 }
 
 // NewReconciler returns a Reconciler over st asking sub about jobs.
@@ -71,6 +80,7 @@ func NewReconciler(st store.Store, sub Submitter, cfg ReconcilerConfig) *Reconci
 	cfg.UnknownDeadline = cmp.Or(cfg.UnknownDeadline, DefaultUnknownDeadline)
 	cfg.HistoryAge = cmp.Or(cfg.HistoryAge, DefaultHistoryAge)
 	cfg.HistoryPerTable = cmp.Or(cfg.HistoryPerTable, DefaultHistoryPerTable)
+	cfg.CommitEventAge = cmp.Or(cfg.CommitEventAge, DefaultCommitEventAge)
 	if cfg.Clock == nil {
 		cfg.Clock = RealClock{}
 	}
@@ -129,6 +139,11 @@ func (r *Reconciler) Sweep(ctx context.Context) (ReconcileReport, error) {
 		return rep, fmt.Errorf("reconcile: %w", err)
 	}
 	rep.Purged = n
+	if r.cfg.CommitEventAge > 0 {
+		if rep.PurgedEvents, err = r.st.PurgeCommitEvents(ctx, r.cfg.Clock.Now().Add(-r.cfg.CommitEventAge)); err != nil {
+			return rep, fmt.Errorf("reconcile: %w", err)
+		}
+	}
 	return rep, nil
 }
 

@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"context"
 	"syscall"
 	"testing"
 	"time"
@@ -73,8 +74,15 @@ func TestReconcileDeadlines(t *testing.T) {
 			s := newLocal(t, coordinator.LocalConfig{}) // knows no job: every id is unknown to it
 			rec := coordinator.NewReconciler(l.st, s, coordinator.ReconcilerConfig{
 				SubmitDeadline: time.Minute, UnknownDeadline: time.Hour, HistoryPerTable: 2,
-				Clock: clock, Log: zaptest.NewLogger(t),
+				CommitEventAge: time.Hour, Clock: clock, Log: zaptest.NewLogger(t),
 			})
+			// A commit event id received now is remembered for an hour.
+			sch, err := store.TasksOf(l.st)
+			require.NoError(t, err)
+			require.NoError(t, sch.WithTx(ctx, func(ctx context.Context, tx store.TxWriter) error {
+				_, err := tx.RecordCommitEvent(ctx, store.CommitEvent{EventID: "ev-1", TableID: 1, ReceivedAt: clock.Now()})
+				return err
+			}))
 
 			spec := map[string]any{"catalog": map[string]any{"warehouse-dir": "/nowhere"}, "table": "tms.t", "steps": []any{map[string]any{"type": "compaction"}}}
 			unsubmitted := l.job(t, "tms.t", "u1", 1, []string{"compaction"}, spec)
@@ -95,6 +103,7 @@ func TestReconcileDeadlines(t *testing.T) {
 			require.Equal(t, 2, rep.Checked)
 			require.Empty(t, rep.Closed)
 			require.EqualValues(t, 1, rep.Purged, "4 finished rows would exceed 2 per table; the newest of the policy stays")
+			require.Zero(t, rep.PurgedEvents, "the event id is young")
 
 			clock.Advance(time.Minute)
 			rep, err = rec.Sweep(ctx)
@@ -109,6 +118,7 @@ func TestReconcileDeadlines(t *testing.T) {
 			rep, err = rec.Sweep(ctx)
 			require.NoError(t, err)
 			require.Equal(t, map[store.JobStatus]int{store.StatusLost: 1}, rep.Closed)
+			require.EqualValues(t, 1, rep.PurgedEvents, "the event id is past its hour")
 			got = l.get(t, vanished.ID)
 			require.Equal(t, store.StatusLost, got.Status)
 			require.Contains(t, got.Error, "unknown to the submitter")

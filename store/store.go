@@ -312,6 +312,13 @@ type Store interface {
 	TaskCounts(ctx context.Context, now time.Time) ([]KindCount, error)
 	// PurgeJobs deletes finished job rows as p says and returns how many.
 	PurgeJobs(ctx context.Context, p Purge) (int64, error)
+	// PurgeCommitEvents deletes the commit-event idempotency keys received
+	// before before and returns how many. A purged event id is accepted as
+	// new again, so keep keys longer than senders retry.
+	PurgeCommitEvents(ctx context.Context, before time.Time) (int64, error)
+	// JobStats counts the ledger for metrics: in-flight job rows, and the
+	// finished rows' outcomes per maintenance type (see JobStats).
+	JobStats(ctx context.Context) (JobStats, error)
 
 	// UpsertSnapshotMetrics stores metrics for (table, policy, snapshot),
 	// replacing the value and recorded_at of an existing row. ErrNotFound if

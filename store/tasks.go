@@ -135,6 +135,11 @@ type TxWriter interface {
 	// wrote (a cursor). An earlier rerun_at still wins. ErrInvalidArgument
 	// after any other completion or for a zero time.
 	MoveCompleted(ctx context.Context, at time.Time, data []byte) error
+	// RecordCommitEvent stores the idempotency key of a commit event;
+	// fresh is false, and nothing is written, when the event id is already
+	// there. Recording it in the transaction that upserts the table's
+	// commit-job means an event is never marked seen without its job.
+	RecordCommitEvent(ctx context.Context, ev CommitEvent) (fresh bool, err error)
 	// Driver returns the driver's transaction (pgx.Tx on PostgreSQL, *sql.Tx
 	// on SQLite). It exists for store test code (package store/testdb) that
 	// writes test-only tables; every other package runs no SQL and must not
@@ -225,6 +230,12 @@ type Scheduler interface {
 	// without calling fn; an error from fn rolls everything back and is
 	// returned.
 	CompleteTaskWith(ctx context.Context, claim Task, c Completion, fn func(ctx context.Context, tx TxWriter) error) error
+	// WithTx runs fn in one transaction that completes no claim (commit
+	// ingress: record an event and upsert its commit-job together). An
+	// error from fn rolls everything back and is returned; MoveCompleted is
+	// refused with ErrInvalidArgument there. fn may run more than once: a
+	// transaction PostgreSQL aborts as a deadlock victim is retried.
+	WithTx(ctx context.Context, fn func(ctx context.Context, tx TxWriter) error) error
 
 	// RegisterNode records node as started at now (replacing an old row of
 	// the same id).

@@ -71,7 +71,7 @@ func serve(t *testing.T, db, dir string, extra ...string) *node {
 	require.NoError(t, err)
 	args := append([]string{"serve", "--db", db, "--warehouse-dir", dir, "--runner", runner,
 		"--log-dir", t.TempDir(), "--poll-interval", "200ms", "--heartbeat-interval", "1s",
-		"--reconcile-interval", "1s"}, extra...)
+		"--reconcile-interval", "1s", "--listen", "127.0.0.1:0"}, extra...)
 	cmd := exec.Command(coord, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), "TMS_LOG_LEVEL=info")

@@ -1,21 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/pflag"
 
-	"github.com/tms-dev/tms/chain"
 	"github.com/tms-dev/tms/coordinator"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/store"
@@ -25,14 +22,14 @@ import (
 // and delete policies, attach and detach them, list and show them, and show
 // the policies in force for a table. Every input is validated before the
 // database is opened, so bad input writes nothing and exits 2 with a message
-// naming the flag or the content field.
+// naming the flag or the content field. The operations themselves, their
+// validation and the policy-expand row kept in step, are
+// coordinator.PolicyOps, which the HTTP API uses too; this file parses flags
+// and prints.
 //
-// Objects are dotted names. In CATALOG[.NAMESPACE[.TABLE]] the first segment
-// is the catalog; with two segments the second is a namespace; with three or
-// more the last is the table and the ones between are the namespace levels
-// (cat.a.b.t is table t in namespace a.b). To attach to a multi-level
-// namespace, say so with --level namespace (cat.a.b with --level namespace is
-// namespace a.b). Names that themselves contain '.' cannot be written.
+// Objects are dotted names, CATALOG[.NAMESPACE[.TABLE]], read as
+// coordinator.ParseObject says; --level namespace names a multi-level
+// namespace (cat.a.b with --level namespace is namespace a.b).
 
 const policyUsage = `usage: tms-coordinator policy COMMAND [flags]
 
@@ -144,31 +141,19 @@ func (pc *policyCtx) requireName() error {
 	return flagError("--name", coordinator.ValidatePolicyName(pc.opts.name))
 }
 
-// open opens the store and its policy API; the caller closes the store.
-func (pc *policyCtx) open(ctx context.Context) (store.Store, store.Policies, error) {
+// open opens the store and the policy operations on it; the caller closes
+// the store.
+func (pc *policyCtx) open(ctx context.Context) (store.Store, *coordinator.PolicyOps, error) {
 	s, err := store.Open(ctx, pc.opts.db, pc.env.Log)
 	if err != nil {
 		return nil, nil, classify(err)
 	}
-	ps, err := store.PoliciesOf(s)
+	ops, err := coordinator.NewPolicyOps(s, time.Now)
 	if err != nil {
 		_ = s.Close()
 		return nil, nil, err
 	}
-	return s, ps, nil
-}
-
-// syncExpand brings the policy's policy-expand row in step with it at once
-// (a running serve's sync would within a minute).
-func syncExpand(ctx context.Context, s store.Store, p store.Policy) error {
-	sch, err := store.TasksOf(s)
-	if err != nil {
-		return err
-	}
-	if err := coordinator.SyncPolicyTask(ctx, sch, p, time.Now()); err != nil {
-		return fmt.Errorf("policy %q saved, but its schedule row was not updated (serve's sync will retry): %w", p.Name, err)
-	}
-	return nil
+	return s, ops, nil
 }
 
 // flagError turns a validation error of the value of flag into a usage
@@ -184,33 +169,31 @@ func flagError(flag string, err error) error {
 	return cli.UsageError{Err: fmt.Errorf("%s: %w", flag, err)}
 }
 
-// policyStoreError makes the store's answers to bad input usage errors.
+// policyStoreError makes the answers to bad input (unknown policy, name
+// taken, bad object) usage errors.
 func policyStoreError(err error) error {
-	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrInvalidArgument) {
+	if coordinator.IsInputError(err) {
 		return cli.UsageError{Err: err}
 	}
 	return err
 }
 
-// readContent reads and validates --content-file for type t.
-func readContent(path string, t chain.Type) (json.RawMessage, error) {
+// contentError names --content-file in a content validation error.
+func contentError(path string, err error) error {
+	var pe *coordinator.PolicyError
+	if errors.As(err, &pe) {
+		return cli.UsageError{Err: fmt.Errorf("--content-file %s: %w", path, err)}
+	}
+	return policyStoreError(err)
+}
+
+// readContent reads --content-file; Create and Alter validate it.
+func readContent(path string) (json.RawMessage, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, cli.UsageError{Err: fmt.Errorf("--content-file: %w", err)}
 	}
-	if _, err := coordinator.ParsePolicyContent(t, data); err != nil {
-		return nil, cli.UsageError{Err: fmt.Errorf("--content-file %s: %w", path, err)}
-	}
-	return compactJSON(data), nil
-}
-
-// compactJSON drops the file's layout; content was validated, so it parses.
-func compactJSON(data []byte) json.RawMessage {
-	var b bytes.Buffer
-	if err := json.Compact(&b, data); err != nil {
-		return data
-	}
-	return b.Bytes()
+	return data, nil
 }
 
 func policyCreate(ctx context.Context, pc *policyCtx) error {
@@ -227,25 +210,27 @@ func policyCreate(ctx context.Context, pc *policyCtx) error {
 	if pc.opts.contentFile == "" {
 		return cli.Usagef("--content-file is required")
 	}
-	content, err := readContent(pc.opts.contentFile, t)
+	content, err := readContent(pc.opts.contentFile)
 	if err != nil {
 		return err
 	}
-	s, ps, err := pc.open(ctx)
+	// Validated before the database is opened, so bad content writes nothing.
+	if _, err := coordinator.ParsePolicyContent(t, content); err != nil {
+		return contentError(pc.opts.contentFile, err)
+	}
+	s, ops, err := pc.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	p, err := ps.CreatePolicy(ctx, store.NewPolicy{
-		Name: pc.opts.name, Comment: pc.opts.comment, Type: policyType, Enabled: !pc.opts.disabled, Content: content,
+	enabled := !pc.opts.disabled
+	p, err := ops.Create(ctx, coordinator.PolicySpec{
+		Name: pc.opts.name, Comment: pc.opts.comment, PolicyType: policyType, Enabled: &enabled, Content: content,
 	})
 	if err != nil {
-		return policyStoreError(err)
+		return contentError(pc.opts.contentFile, err)
 	}
-	if err := syncExpand(ctx, s, p); err != nil {
-		return err
-	}
-	return pc.print(policyJSON(p, nil), "created policy %q (%s, version %d, %s)\n", p.Name, p.Type, p.Version, enabledWord(p.Enabled))
+	return pc.print(coordinator.PolicyDocOf(p, nil), "created policy %q (%s, version %d, %s)\n", p.Name, p.Type, p.Version, enabledWord(p.Enabled))
 }
 
 func policyAlter(ctx context.Context, pc *policyCtx) error {
@@ -255,79 +240,66 @@ func policyAlter(ctx context.Context, pc *policyCtx) error {
 	if pc.opts.contentFile == "" && !pc.fs.Changed("comment") {
 		return cli.Usagef("nothing to alter: give --content-file, --comment or both")
 	}
-	s, ps, err := pc.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	cur, err := ps.GetPolicy(ctx, pc.opts.name)
-	if err != nil {
-		return policyStoreError(err)
-	}
-	var change store.PolicyChange
+	var change coordinator.PolicyAlter
 	if pc.opts.contentFile != "" {
-		t, ok := coordinator.MaintenanceTypeOf(cur.Type)
-		if !ok {
-			return fmt.Errorf("policy %q has type %q, which this binary does not know", cur.Name, cur.Type)
-		}
-		if change.Content, err = readContent(pc.opts.contentFile, t); err != nil {
+		var err error
+		if change.Content, err = readContent(pc.opts.contentFile); err != nil {
 			return err
 		}
 	}
 	if pc.fs.Changed("comment") {
 		change.Comment = &pc.opts.comment
 	}
-	p, err := ps.AlterPolicy(ctx, pc.opts.name, change)
+	s, ops, err := pc.open(ctx)
 	if err != nil {
-		return policyStoreError(err)
-	}
-	if err := syncExpand(ctx, s, p); err != nil {
 		return err
 	}
-	return pc.print(policyJSON(p, nil), "altered policy %q (version %d)\n", p.Name, p.Version)
+	defer s.Close()
+	p, err := ops.Alter(ctx, pc.opts.name, change)
+	if err != nil {
+		return contentError(pc.opts.contentFile, err)
+	}
+	return pc.print(coordinator.PolicyDocOf(p, nil), "altered policy %q (version %d)\n", p.Name, p.Version)
 }
 
 func policySetEnabled(ctx context.Context, pc *policyCtx, enabled bool) error {
 	if err := pc.requireName(); err != nil {
 		return err
 	}
-	s, ps, err := pc.open(ctx)
+	s, ops, err := pc.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	p, changed, err := ps.SetPolicyEnabled(ctx, pc.opts.name, enabled)
+	p, changed, err := ops.SetEnabled(ctx, pc.opts.name, enabled)
 	if err != nil {
 		return policyStoreError(err)
-	}
-	if err := syncExpand(ctx, s, p); err != nil {
-		return err
 	}
 	format := "policy %q %s\n"
 	if !changed {
 		format = "policy %q was already %s\n"
 	}
-	return pc.print(policyJSON(p, nil), format, p.Name, enabledWord(enabled))
+	return pc.print(coordinator.PolicyDocOf(p, nil), format, p.Name, enabledWord(enabled))
 }
 
 func policyDelete(ctx context.Context, pc *policyCtx) error {
 	if err := pc.requireName(); err != nil {
 		return err
 	}
-	s, ps, err := pc.open(ctx)
+	s, ops, err := pc.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	p, err := ps.DeletePolicy(ctx, pc.opts.name)
+	p, err := ops.Delete(ctx, pc.opts.name)
 	if err != nil {
 		return policyStoreError(err)
 	}
-	if err := syncExpand(ctx, s, p); err != nil {
-		return err
-	}
-	return pc.print(policyJSON(p, nil), "deleted policy %q and its attachments\n", p.Name)
+	return pc.print(coordinator.PolicyDocOf(p, nil), "deleted policy %q and its attachments\n", p.Name)
 }
+
+// objectNames are the flags ParseObject's errors name.
+var objectNames = coordinator.ObjectNames{Object: "--object", Level: "--level"}
 
 func policyAttach(ctx context.Context, pc *policyCtx, attach bool) error {
 	if err := pc.requireName(); err != nil {
@@ -336,23 +308,23 @@ func policyAttach(ctx context.Context, pc *policyCtx, attach bool) error {
 	if !pc.fs.Changed("object") {
 		return cli.Usagef("--object is required")
 	}
-	obj, err := parseObject(pc.opts.object, pc.opts.level)
+	obj, err := coordinator.ParseObject(pc.opts.object, pc.opts.level, objectNames)
 	if err != nil {
-		return err
+		return policyStoreError(err)
 	}
-	s, ps, err := pc.open(ctx)
+	s, ops, err := pc.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	if !attach {
-		a, err := ps.Detach(ctx, pc.opts.name, obj)
+		a, err := ops.Detach(ctx, pc.opts.name, obj)
 		if err != nil {
 			return policyStoreError(err)
 		}
-		return pc.print(attachmentJSON(a), "detached policy %q from %s %s\n", a.PolicyName, a.Object.Level, a.Object)
+		return pc.print(coordinator.AttachmentDocOf(a), "detached policy %q from %s %s\n", a.PolicyName, a.Object.Level, a.Object)
 	}
-	a, created, err := ps.Attach(ctx, pc.opts.name, obj)
+	a, created, err := ops.Attach(ctx, pc.opts.name, obj)
 	if err != nil {
 		return policyStoreError(err)
 	}
@@ -360,26 +332,18 @@ func policyAttach(ctx context.Context, pc *policyCtx, attach bool) error {
 	if !created {
 		format = "policy %q was already attached to %s %s\n"
 	}
-	return pc.print(attachmentJSON(a), format, a.PolicyName, a.Object.Level, a.Object)
+	return pc.print(coordinator.AttachmentDocOf(a), format, a.PolicyName, a.Object.Level, a.Object)
 }
 
 func policyList(ctx context.Context, pc *policyCtx) error {
-	s, ps, err := pc.open(ctx)
+	s, ops, err := pc.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	list, err := ps.ListPolicies(ctx)
+	out, err := ops.List(ctx)
 	if err != nil {
 		return err
-	}
-	out := make([]policyDoc, 0, len(list))
-	for _, p := range list {
-		as, err := ps.ListAttachments(ctx, p.ID)
-		if err != nil {
-			return err
-		}
-		out = append(out, policyJSON(p, as))
 	}
 	if pc.opts.asJSON {
 		return writeJSON(pc.env.Stdout, out)
@@ -396,7 +360,7 @@ func policyList(ctx context.Context, pc *policyCtx) error {
 			objs = append(objs, a.Object)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%t\t%d\t%s\t%s\n", d.Name, d.MaintenanceType, d.Enabled, d.Version,
-			triggerSummary(d.Content), cmpOr(strings.Join(objs, ", "), "-"))
+			coordinator.TriggerSummary(d.Content), cmpOr(strings.Join(objs, ", "), "-"))
 	}
 	return w.Flush()
 }
@@ -413,27 +377,22 @@ func policyShow(ctx context.Context, pc *policyCtx) error {
 		}
 	} else {
 		var err error
-		if table, err = parseTableName(pc.opts.effective); err != nil {
-			return err
+		if table, err = coordinator.ParseTableName(pc.opts.effective, "--effective"); err != nil {
+			return policyStoreError(err)
 		}
 	}
-	s, ps, err := pc.open(ctx)
+	s, ops, err := pc.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	if effective {
-		return showEffective(ctx, pc, ps, table)
+		return showEffective(ctx, pc, ops, table)
 	}
-	p, err := ps.GetPolicy(ctx, pc.opts.name)
+	d, err := ops.Show(ctx, pc.opts.name)
 	if err != nil {
 		return policyStoreError(err)
 	}
-	as, err := ps.ListAttachments(ctx, p.ID)
-	if err != nil {
-		return err
-	}
-	d := policyJSON(p, as)
 	if pc.opts.asJSON {
 		return writeJSON(pc.env.Stdout, d)
 	}
@@ -442,7 +401,7 @@ func policyShow(ctx context.Context, pc *policyCtx) error {
 	fmt.Fprintf(w, "type:\t%s (%s)\n", d.PolicyType, d.MaintenanceType)
 	fmt.Fprintf(w, "enabled:\t%t\n", d.Enabled)
 	fmt.Fprintf(w, "version:\t%d\n", d.Version)
-	fmt.Fprintf(w, "trigger:\t%s\n", triggerSummary(d.Content))
+	fmt.Fprintf(w, "trigger:\t%s\n", coordinator.TriggerSummary(d.Content))
 	if d.Comment != "" {
 		fmt.Fprintf(w, "comment:\t%s\n", d.Comment)
 	}
@@ -468,32 +427,11 @@ func policyShow(ctx context.Context, pc *policyCtx) error {
 	return err
 }
 
-// effectiveDoc is `show --effective --json`.
-type effectiveDoc struct {
-	Table    string         `json:"table"`
-	Policies []effectiveRow `json:"policies"`
-}
-
-type effectiveRow struct {
-	MaintenanceType string        `json:"maintenanceType"`
-	Policy          policyDoc     `json:"policy"`
-	Via             attachmentDoc `json:"via"`
-}
-
-func showEffective(ctx context.Context, pc *policyCtx, ps store.Policies, table store.PolicyObject) error {
-	eps, err := ps.EffectivePolicies(ctx, table.Catalog, table.Namespace, table.Table)
+func showEffective(ctx context.Context, pc *policyCtx, ops *coordinator.PolicyOps, table store.PolicyObject) error {
+	doc, err := ops.Effective(ctx, table)
 	if err != nil {
 		return err
 	}
-	doc := effectiveDoc{Table: table.String(), Policies: []effectiveRow{}}
-	for _, ep := range eps {
-		d := policyJSON(ep.Policy, nil)
-		doc.Policies = append(doc.Policies, effectiveRow{
-			MaintenanceType: d.MaintenanceType, Policy: d, Via: attachmentJSON(ep.Attachment),
-		})
-	}
-	// Chain order reads better than policy type order.
-	slices.SortStableFunc(doc.Policies, func(a, b effectiveRow) int { return chainRank(a.MaintenanceType) - chainRank(b.MaintenanceType) })
 	if pc.opts.asJSON {
 		return writeJSON(pc.env.Stdout, doc)
 	}
@@ -506,84 +444,9 @@ func showEffective(ctx context.Context, pc *policyCtx, ps store.Policies, table 
 	fmt.Fprintln(w, "TYPE\tPOLICY\tVERSION\tENABLED\tTRIGGER\tVIA")
 	for _, r := range doc.Policies {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%t\t%s\t%s %s\n", r.MaintenanceType, r.Policy.Name, r.Policy.Version, r.Policy.Enabled,
-			triggerSummary(r.Policy.Content), r.Via.Level, r.Via.Object)
+			coordinator.TriggerSummary(r.Policy.Content), r.Via.Level, r.Via.Object)
 	}
 	return w.Flush()
-}
-
-func chainRank(t string) int {
-	for i, c := range []chain.Type{chain.Compaction, chain.ManifestRewrite, chain.SnapshotExpiry, chain.OrphanCleanup} {
-		if string(c) == t {
-			return i
-		}
-	}
-	return 99
-}
-
-// policyDoc is a policy as the CLI prints it in JSON: Gravitino's fields
-// first, then the store's.
-type policyDoc struct {
-	Name            string          `json:"name"`
-	Comment         string          `json:"comment"`
-	PolicyType      string          `json:"policyType"`
-	Enabled         bool            `json:"enabled"`
-	Content         json.RawMessage `json:"content"`
-	ID              int64           `json:"id"`
-	MaintenanceType string          `json:"maintenanceType"`
-	Version         int             `json:"version"`
-	CreatedAt       time.Time       `json:"createdAt"`
-	UpdatedAt       time.Time       `json:"updatedAt"`
-	DeletedAt       *time.Time      `json:"deletedAt,omitempty"`
-	Attachments     []attachmentDoc `json:"attachments,omitempty"`
-}
-
-type attachmentDoc struct {
-	Policy string `json:"policy"`
-	Level  string `json:"level"`
-	Object string `json:"object"`
-}
-
-func policyJSON(p store.Policy, as []store.Attachment) policyDoc {
-	t, _ := coordinator.MaintenanceTypeOf(p.Type)
-	d := policyDoc{
-		Name: p.Name, Comment: p.Comment, PolicyType: p.Type, Enabled: p.Enabled, Content: p.Content,
-		ID: p.ID, MaintenanceType: string(t), Version: p.Version, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
-	}
-	if p.Deleted() {
-		d.DeletedAt = &p.DeletedAt
-	}
-	for _, a := range as {
-		d.Attachments = append(d.Attachments, attachmentJSON(a))
-	}
-	return d
-}
-
-func attachmentJSON(a store.Attachment) attachmentDoc {
-	return attachmentDoc{Policy: a.PolicyName, Level: string(a.Object.Level), Object: a.Object.String()}
-}
-
-// triggerSummary describes a stored content's schedule in a few words.
-func triggerSummary(content json.RawMessage) string {
-	var c struct {
-		Schedule struct {
-			OnCommit bool   `json:"onCommit"`
-			Crontab  string `json:"crontab"`
-			Timezone string `json:"timezone"`
-		} `json:"schedule"`
-	}
-	_ = json.Unmarshal(content, &c)
-	var parts []string
-	if c.Schedule.OnCommit {
-		parts = append(parts, "on commit")
-	}
-	if c.Schedule.Crontab != "" {
-		cron := "cron " + c.Schedule.Crontab
-		if c.Schedule.Timezone != "" {
-			cron += " (" + c.Schedule.Timezone + ")"
-		}
-		parts = append(parts, cron)
-	}
-	return cmpOr(strings.Join(parts, ", "), "-")
 }
 
 func enabledWord(on bool) string {
@@ -613,74 +476,4 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// parseObject parses --object (see the file comment) with --level, if
-// given, overriding the level the segment count implies.
-func parseObject(s, level string) (store.PolicyObject, error) {
-	segs, err := splitObject("--object", s)
-	if err != nil {
-		return store.PolicyObject{}, err
-	}
-	lvl := store.ObjectLevel(strings.ToLower(strings.TrimSpace(level)))
-	if lvl == "" {
-		switch len(segs) {
-		case 1:
-			lvl = store.LevelCatalog
-		case 2:
-			lvl = store.LevelNamespace
-		default:
-			lvl = store.LevelTable
-		}
-	}
-	obj := store.PolicyObject{Level: lvl, Catalog: segs[0]}
-	switch lvl {
-	case store.LevelCatalog:
-		if len(segs) != 1 {
-			return obj, cli.Usagef("--object %q: a catalog is one segment, got %d", s, len(segs))
-		}
-	case store.LevelNamespace:
-		if len(segs) < 2 {
-			return obj, cli.Usagef("--object %q: a namespace is CATALOG.NAMESPACE[.LEVEL…]", s)
-		}
-		obj.Namespace = strings.Join(segs[1:], ".")
-	case store.LevelTable:
-		if len(segs) < 3 {
-			return obj, cli.Usagef("--object %q: a table is CATALOG.NAMESPACE.TABLE", s)
-		}
-		obj.Namespace = strings.Join(segs[1:len(segs)-1], ".")
-		obj.Table = segs[len(segs)-1]
-	default:
-		return obj, cli.Usagef("--level %q: want catalog, namespace or table", level)
-	}
-	return obj, nil
-}
-
-// parseTableName parses --effective CATALOG.NAMESPACE.TABLE.
-func parseTableName(s string) (store.PolicyObject, error) {
-	segs, err := splitObject("--effective", s)
-	if err != nil {
-		return store.PolicyObject{}, err
-	}
-	if len(segs) < 3 {
-		return store.PolicyObject{}, cli.Usagef("--effective %q: want CATALOG.NAMESPACE.TABLE", s)
-	}
-	return store.PolicyObject{Level: store.LevelTable, Catalog: segs[0],
-		Namespace: strings.Join(segs[1:len(segs)-1], "."), Table: segs[len(segs)-1]}, nil
-}
-
-func splitObject(flag, s string) ([]string, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, cli.Usagef("%s must not be empty", flag)
-	}
-	segs := strings.Split(s, ".")
-	for _, seg := range segs {
-		if strings.TrimSpace(seg) == "" {
-			return nil, cli.Usagef("%s %q: empty segment", flag, s)
-		}
-		if strings.TrimSpace(seg) != seg {
-			return nil, cli.Usagef("%s %q: white space around a segment", flag, s)
-		}
-	}
-	return segs, nil
 }

@@ -1,14 +1,21 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/httpapi"
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
 
@@ -253,4 +260,67 @@ func TestPolicyCommandsRefuseBadInput(t *testing.T) {
 	require.Contains(t, stderr, "migrate")
 	_, err := os.Stat(fresh)
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// noSubmitter is the submitter of an API that cancels nothing in these tests.
+type noSubmitter struct{}
+
+func (noSubmitter) Submit(context.Context, coordinator.JobRequest) (string, error) {
+	return "", coordinator.ErrSubmitterClosed
+}
+
+func (noSubmitter) Status(context.Context, string) (coordinator.JobStatus, error) {
+	return coordinator.JobStatus{State: coordinator.JobUnknown, ExitCode: -1}, nil
+}
+
+func (noSubmitter) Cancel(context.Context, string) error { return coordinator.ErrUnknownJob }
+
+// TestPolicyHTTPMatchesCLI checks that the HTTP API refuses bad content
+// with the CLI's message and creates the same policy-expand row.
+func TestPolicyHTTPMatchesCLI(t *testing.T) {
+	t.Parallel()
+	db := migrated(t, testdb.SQLiteURL)
+	st := ledger(t, db)
+	api, err := httpapi.NewResources(httpapi.ResourcesConfig{Store: st, Submitter: noSubmitter{}})
+	require.NoError(t, err)
+	post := func(body string) (int, string) {
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), "POST", "/v1/policies", strings.NewReader(body)))
+		var e struct{ Error string }
+		_ = json.Unmarshal(rec.Body.Bytes(), &e)
+		return rec.Code, e.Error
+	}
+
+	for _, tc := range []struct{ typ, content string }{
+		{"compaction", `{"schedule": {"crontab": "61 * * * *"}}`},
+		{"compaction", `{"schedule": {"crontab": "@daily", "timezone": "Nowhere/Land"}}`},
+		{"orphan-cleanup", `{"schedule": {"onCommit": true, "crontab": "@daily"}}`},
+		{"compaction", `{"schedule": {"onCommit": true}, "jobOptions": {"s3.secret-access-key": "abc"}}`},
+		{"compaction", `{"schedule": {"onCommit": true}, "maxPartitionNum": -3}`},
+		{"snapshot-expiry", `{"schedule": {}}`},
+	} {
+		code, httpErr := post(`{"name": "x", "policyType": "` + tc.typ + `", "content": ` + tc.content + `}`)
+		require.Equal(t, http.StatusBadRequest, code, tc.content)
+		require.Regexp(t, `^content[.:]`, httpErr)
+		file := contentFile(t, tc.content)
+		code, _, stderr := run(t, "policy", "create", "--db", db, "--name", "x", "--type", tc.typ, "--content-file", file)
+		require.Equal(t, cli.ExitUsage, code)
+		require.Contains(t, stderr, "--content-file "+file+": "+httpErr, "the CLI says the same after naming its file")
+	}
+
+	// The same policy created both ways gets the same policy-expand row.
+	content := `{"schedule": {"crontab": "0 0 1 1 *", "timezone": "Europe/Berlin"}}`
+	ok(t, "policy", "create", "--db", db, "--name", "via-cli", "--type", "snapshot-expiry", "--content-file", contentFile(t, content))
+	code, msg := post(`{"name": "via-http", "policyType": "system_iceberg_snapshot_expiration", "content": ` + content + `}`)
+	require.Equal(t, http.StatusCreated, code, msg)
+	sch, err := store.TasksOf(st)
+	require.NoError(t, err)
+	rows, err := sch.ListTasks(t.Context(), coordinator.KindPolicyExpand, 10)
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Equal(t, rows[0].ExecutionTime, rows[1].ExecutionTime)
+	require.JSONEq(t, string(rows[0].Data), string(rows[1].Data))
+	ps := listPolicies(t, db)
+	require.Len(t, ps, 2)
+	require.JSONEq(t, string(ps[0].Content), string(ps[1].Content))
 }

@@ -104,6 +104,8 @@ func runServe(ctx context.Context, env cli.Env) error {
 		minIntervals                             []string
 	)
 	ff.register(fs)
+	var hf httpFlags
+	hf.register(fs)
 	fs.StringVar(&configPath, "config", os.Getenv("TMS_CONFIG"), "configuration file of "+configPrefix+"* keys (env TMS_CONFIG); flags and TMS_* variables win over it")
 	fs.StringArrayVar(&minIntervals, "min-interval", nil, "TYPE=DURATION: a type's cooldown when its policy sets no minIntervalMs (task.<type>.minIntervalMs; repeatable)")
 	fs.IntVar(&expandThreads, "expand-threads", 4, "threads of the policy-expand pool")
@@ -167,21 +169,38 @@ func runServe(ctx context.Context, env cli.Env) error {
 	}
 	defer flow.Close()
 	rec := coordinator.NewReconciler(st, sub, coordinator.ReconcilerConfig{Log: env.Log})
-	eng, err := coordinator.New(sch, coordinator.Config{NodeID: nodeID, PollInterval: poll, HeartbeatInterval: heartbeat, Log: env.Log,
-		Pools: map[string]int{coordinator.KindPolicyExpand: expandThreads, coordinator.KindCronJob: cronThreads, coordinator.KindCommitJob: commitThread}},
-		flow.Kinds(rec, reconcileEv)...)
+	api, err := hf.prepare(ctx, st)
 	if err != nil {
+		return err
+	}
+	engCfg := coordinator.Config{NodeID: nodeID, PollInterval: poll, HeartbeatInterval: heartbeat, Log: env.Log,
+		Pools: map[string]int{coordinator.KindPolicyExpand: expandThreads, coordinator.KindCronJob: cronThreads, coordinator.KindCommitJob: commitThread}}
+	api.observe(&engCfg)
+	eng, err := coordinator.New(sch, engCfg, flow.Kinds(rec, reconcileEv)...)
+	if err != nil {
+		_ = api.serve(ctx) // closes the listener
 		return cli.UsageError{Err: err}
+	}
+	if err := api.build(st, sub, eng, flow, ff.commitDelay, env.Log); err != nil {
+		_ = api.serve(ctx)
+		return err
 	}
 	// The singleton recurring rows; every node inserts them if missing.
 	now := time.Now()
-	for _, k := range []string{coordinator.KindSync, coordinator.KindReconcile} {
-		if _, err := eng.Schedule(ctx, store.NewTask{TaskKey: store.TaskKey{Name: k, Instance: "singleton"}, ExecutionTime: now}); err != nil {
+	for _, k := range []store.TaskKey{coordinator.SyncKey, coordinator.ReconcileKey} {
+		if _, err := eng.Schedule(ctx, store.NewTask{TaskKey: k, ExecutionTime: now}); err != nil {
 			return classify(err)
 		}
 	}
-	fmt.Fprintf(env.Stderr, "tms-coordinator: serving as node %s on %s backend\n", eng.NodeID(), st.Backend())
+	httpCtx, stopHTTP := context.WithCancel(ctx)
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- api.serve(httpCtx) }()
+	fmt.Fprintf(env.Stderr, "tms-coordinator: serving as node %s on %s backend, HTTP on %s\n", eng.NodeID(), st.Backend(), api.addr())
 	err = eng.Run(ctx)
+	stopHTTP()
+	if herr := <-httpDone; herr != nil && err == nil {
+		err = herr
+	}
 	if errors.Is(err, coordinator.ErrWatchdog) {
 		return cli.ExitError{Code: exitWatchdog, Err: err}
 	}

@@ -66,6 +66,10 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Parallel()
 		exerciseRunnerSupport(t, setup)
 	})
+	t.Run("CommitEvents", func(t *testing.T) {
+		t.Parallel()
+		exerciseCommitEvents(t, setup)
+	})
 }
 
 // bundle is what each subtest gets from setup.

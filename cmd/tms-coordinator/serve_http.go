@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+
+	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/httpapi"
+	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/store"
+)
+
+// httpFlags are serve's HTTP API flags.
+type httpFlags struct {
+	listen                    string
+	adminRef, readRef, comRef string
+}
+
+func (h *httpFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&h.listen, "listen", httpapi.DefaultListen, `address of the HTTP API (/healthz, /readyz, /metrics, /v1/…); "off" disables it`)
+	fs.StringVar(&h.adminRef, "admin-token", "", "bearer token of the /v1 resources, env:NAME or file:PATH (none: /v1 resources answer 403)")
+	fs.StringVar(&h.readRef, "read-token", "", "optional read-only bearer token for GET /v1/…, env:NAME or file:PATH")
+	fs.StringVar(&h.comRef, "commit-token", "", "bearer token of POST /v1/commit-events, env:NAME or file:PATH (the admin token works too)")
+}
+
+// httpAPI is the HTTP side of serve: its metrics exist before the engine
+// (they observe its claims), the server after it.
+type httpAPI struct {
+	flags   httpFlags
+	tokens  [3]string // admin, read, commit
+	metrics *httpapi.Metrics
+	ln      net.Listener
+	srv     *httpapi.Server
+}
+
+// prepare resolves the tokens, creates the metrics and binds the address,
+// so that a bad flag or a busy port fails serve before it claims anything.
+func (h *httpFlags) prepare(ctx context.Context, st store.Store) (*httpAPI, error) {
+	api := &httpAPI{flags: *h}
+	for i, ref := range []struct{ flag, ref string }{{"--admin-token", h.adminRef}, {"--read-token", h.readRef}, {"--commit-token", h.comRef}} {
+		if ref.ref == "" {
+			continue
+		}
+		v, err := httpapi.ResolveSecretRef(ref.ref)
+		if err != nil {
+			return nil, cli.Usagef("%s: %v", ref.flag, err)
+		}
+		api.tokens[i] = v
+	}
+	m, err := httpapi.NewMetrics(httpapi.MetricsConfig{Store: st})
+	if err != nil {
+		return nil, err
+	}
+	api.metrics = m
+	if h.listen == "off" {
+		return api, nil
+	}
+	var lc net.ListenConfig
+	if api.ln, err = lc.Listen(ctx, "tcp", h.listen); err != nil {
+		return nil, cli.ExitError{Code: cli.ExitFailure, Err: fmt.Errorf("--listen %s: %w", h.listen, err)}
+	}
+	return api, nil
+}
+
+// observe hooks the metrics into the engine's configuration.
+func (a *httpAPI) observe(cfg *coordinator.Config) {
+	cfg.OnClaim, cfg.OnExecuted = a.metrics.ObserveClaim, a.metrics.ObserveExecution
+}
+
+// build creates the server over the running parts.
+func (a *httpAPI) build(st store.Store, sub coordinator.Submitter, eng *coordinator.Engine, flow *coordinator.Flow,
+	commitDelay time.Duration, log *zap.Logger,
+) error {
+	a.metrics.AttachEngine(eng.Stats)
+	a.metrics.AttachFlow(flow.Stats)
+	a.metrics.AttachWatchdog(eng.Healthy)
+	if a.ln == nil {
+		return nil
+	}
+	res, err := httpapi.NewResources(httpapi.ResourcesConfig{Store: st, Submitter: sub, Log: log.Named("api")})
+	if err != nil {
+		return err
+	}
+	a.srv, err = httpapi.New(httpapi.Config{
+		Listen: a.ln.Addr().String(), Store: st, Metrics: a.metrics, Resources: res, Log: log.Named("http"),
+		AdminToken: a.tokens[0], ReadToken: a.tokens[1], CommitToken: a.tokens[2], CommitDelay: commitDelay,
+		Ready: func(context.Context) error { return eng.Healthy() },
+	})
+	return err
+}
+
+// addr is the bound address, "off" without a server.
+func (a *httpAPI) addr() string {
+	if a.ln == nil {
+		return "off"
+	}
+	return a.ln.Addr().String()
+}
+
+// serve serves until ctx ends; it returns at once without a server.
+func (a *httpAPI) serve(ctx context.Context) error {
+	if a.srv == nil {
+		if a.ln != nil {
+			return a.ln.Close()
+		}
+		return nil
+	}
+	return a.srv.Serve(ctx, a.ln)
+}

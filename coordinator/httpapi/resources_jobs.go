@@ -1,0 +1,274 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/store"
+)
+
+// This file is /v1/jobs: the ledger's job rows, filtered, one with its
+// outcomes and metrics, and cancel.
+
+// jobList is GET /v1/jobs: a page, newest first, and the before of the
+// next page (null on the last page).
+type jobList struct {
+	Jobs []jobDoc `json:"jobs"`
+	Next *int64   `json:"next"`
+}
+
+// Pseudo statuses of the status filter.
+const (
+	statusInFlight = "in-flight"
+	statusFinished = "finished"
+)
+
+// listJobs is GET /v1/jobs?table=&status=&since=&until=&limit=&before=.
+func (rs *resources) listJobs(w http.ResponseWriter, r *http.Request) {
+	q, err := query(r, "table", "status", "since", "until", "limit", "before")
+	if err != nil {
+		rs.fail(w, r, err)
+		return
+	}
+	jq, err := rs.jobQuery(r.Context(), q)
+	if err != nil {
+		rs.fail(w, r, err)
+		return
+	}
+	jobs, err := rs.ledger.QueryJobs(r.Context(), jq)
+	if err != nil {
+		rs.fail(w, r, err)
+		return
+	}
+	out := jobList{Jobs: jobDocsOf(jobs)}
+	if len(jobs) == jq.Limit {
+		out.Next = &jobs[len(jobs)-1].ID
+	}
+	jsonOK(w, out)
+}
+
+// jobQuery turns the query parameters into a store.JobQuery.
+func (rs *resources) jobQuery(ctx context.Context, q url.Values) (store.JobQuery, error) {
+	var jq store.JobQuery
+	var err error
+	get := q.Get
+	if jq.Limit, err = limitParam(q); err != nil {
+		return jq, err
+	}
+	if s := get("table"); s != "" {
+		t, err := rs.findTable(ctx, "table", s)
+		if err != nil {
+			return jq, err
+		}
+		jq.TableID = t.ID
+	}
+	if s := get("status"); s != "" {
+		for _, st := range strings.Split(s, ",") {
+			st = strings.TrimSpace(st)
+			switch st {
+			case statusInFlight, statusFinished:
+				inFlight := st == statusInFlight
+				if jq.InFlight != nil && *jq.InFlight != inFlight {
+					return jq, badRequest("status %q: in-flight and finished exclude each other", s)
+				}
+				jq.InFlight = &inFlight
+				continue
+			}
+			if !slices.Contains(store.JobStatuses(), store.JobStatus(st)) {
+				return jq, badRequest("status %q: unknown status %q; want a comma-separated list of %s, %s or %s",
+					s, st, joinStatuses(), statusInFlight, statusFinished)
+			}
+			jq.Statuses = append(jq.Statuses, store.JobStatus(st))
+		}
+	}
+	now := rs.now()
+	if jq.Since, err = timeParam("since", get("since"), now); err != nil {
+		return jq, err
+	}
+	if jq.Until, err = timeParam("until", get("until"), now); err != nil {
+		return jq, err
+	}
+	if !jq.Since.IsZero() && !jq.Until.IsZero() && !jq.Until.After(jq.Since) {
+		return jq, badRequest("until %q must be after since %q", get("until"), get("since"))
+	}
+	if s := get("before"); s != "" {
+		if jq.BeforeID, err = idParam("before", s); err != nil {
+			return jq, err
+		}
+	}
+	return jq, nil
+}
+
+func joinStatuses() string {
+	statuses := store.JobStatuses()
+	names := make([]string, len(statuses))
+	for i, s := range statuses {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// jobDetail is GET /v1/jobs/{id}: the row, its table, the per-type
+// outcomes the runner recorded, its spec, and the table's metrics at the
+// before and after snapshots.
+type jobDetail struct {
+	jobDoc
+	Table         tableDoc        `json:"table"`
+	Outcomes      json.RawMessage `json:"outcomes"`
+	Spec          json.RawMessage `json:"spec"`
+	MetricsBefore *metricsDoc     `json:"metricsBefore"`
+	MetricsAfter  *metricsDoc     `json:"metricsAfter"`
+}
+
+func (rs *resources) getJob(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		rs.fail(w, r, err)
+		return
+	}
+	id, err := idParam("id", r.PathValue("id"))
+	if err != nil {
+		rs.fail(w, r, err)
+		return
+	}
+	d, err := rs.jobDetail(r.Context(), id)
+	if err != nil {
+		rs.fail(w, r, err)
+		return
+	}
+	jsonOK(w, d)
+}
+
+func (rs *resources) jobDetail(ctx context.Context, id int64) (jobDetail, error) {
+	j, err := rs.st.GetJob(ctx, id)
+	if err != nil {
+		return jobDetail{}, err
+	}
+	t, err := rs.st.GetTable(ctx, j.TableID)
+	if err != nil {
+		return jobDetail{}, fmt.Errorf("table of job %d: %w", j.ID, err)
+	}
+	ms, err := rs.st.ListSnapshotMetrics(ctx, j.TableID)
+	if err != nil {
+		return jobDetail{}, err
+	}
+	return jobDetail{jobDoc: jobDocOf(j), Table: tableDocOf(t), Outcomes: rawOrNull(j.Outcomes), Spec: rawOrNull(j.Spec),
+		MetricsBefore: metricsAt(ms, j.BeforeSnapshotID, j.PolicyID), MetricsAfter: metricsAt(ms, j.AfterSnapshotID, j.PolicyID)}, nil
+}
+
+// metricsAt picks the metrics row of snapshot (nil: none) out of ms
+// (oldest first): the job's policy's if there is one, else the newest.
+func metricsAt(ms []store.SnapshotMetrics, snapshot *int64, policyID int64) *metricsDoc {
+	if snapshot == nil {
+		return nil
+	}
+	var pick *store.SnapshotMetrics
+	for i := range ms {
+		m := &ms[i]
+		if m.SnapshotID != *snapshot {
+			continue
+		}
+		if pick == nil || pick.PolicyID != policyID {
+			pick = m
+		}
+	}
+	return metricsDocOf(pick)
+}
+
+// cancelResult answers POST /v1/jobs/{id}/cancel.
+type cancelResult struct {
+	// Cancel says what was done: "requested" (the submitter was asked to
+	// stop the job; its runner closes the row cancelled, or the reconciler
+	// does) or "closed" (the row was fenced out and closed cancelled here,
+	// because no submitter on this node knows a job for it).
+	Cancel string    `json:"cancel"`
+	Job    jobDetail `json:"job"`
+}
+
+// cancelJob is POST /v1/jobs/{id}/cancel. A finished row is 409. A row
+// with an external job id is cancelled through the submitter (202); a row
+// not yet submitted, or whose job this node's submitter does not know
+// (submitted by another node or before a restart), is fenced out and
+// closed cancelled (200), so its runner, wherever it runs, stops at its
+// next ledger write or commit check.
+func (rs *resources) cancelJob(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		rs.fail(w, r, err)
+		return
+	}
+	id, err := idParam("id", r.PathValue("id"))
+	if err != nil {
+		rs.fail(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	j, err := rs.st.GetJob(ctx, id)
+	if err != nil {
+		rs.fail(w, r, err)
+		return
+	}
+	if !j.InFlight() {
+		rs.fail(w, r, alreadyFinished(j))
+		return
+	}
+	code, how := http.StatusAccepted, "requested"
+	reason := "cancelled over the HTTP API before it was submitted"
+	if j.JobID != "" {
+		err = rs.sub.Cancel(ctx, j.JobID)
+		if errors.Is(err, coordinator.ErrUnknownJob) {
+			reason = fmt.Sprintf("cancelled over the HTTP API; this coordinator's submitter does not know job %s, so the row was fenced out", j.JobID)
+			err = nil
+		} else if err != nil {
+			rs.log.Warn("cancel failed", zap.Int64("job", j.ID), zap.String("external_job_id", j.JobID), zap.Error(err))
+			rs.fail(w, r, &httpError{code: http.StatusBadGateway, msg: fmt.Sprintf("the submitter could not cancel job %s: %v", j.JobID, err)})
+			return
+		} else {
+			reason = ""
+		}
+	}
+	if reason != "" {
+		code, how = http.StatusOK, "closed"
+		if err := rs.closeCancelled(ctx, j.ID, reason); err != nil {
+			rs.fail(w, r, err)
+			return
+		}
+	}
+	rs.log.Info("job cancelled over the HTTP API", zap.Int64("job", j.ID), zap.String("external_job_id", j.JobID), zap.String("cancel", how))
+	d, err := rs.jobDetail(ctx, j.ID)
+	if err != nil {
+		rs.fail(w, r, err)
+		return
+	}
+	writeJSON(w, code, cancelResult{Cancel: how, Job: d})
+}
+
+// closeCancelled fences the row out and finishes it cancelled, like the
+// reconciler closes rows; a row finished meanwhile is a 409.
+func (rs *resources) closeCancelled(ctx context.Context, id int64, reason string) error {
+	fence, err := rs.st.BumpFence(ctx, id)
+	if err != nil {
+		return err
+	}
+	err = rs.st.FinishJob(ctx, id, fence, store.Finish{Status: store.StatusCancelled, Error: reason, At: rs.now()})
+	if errors.Is(err, store.ErrStaleFence) {
+		j, gerr := rs.st.GetJob(ctx, id)
+		if gerr != nil {
+			return gerr
+		}
+		return alreadyFinished(j)
+	}
+	return err
+}
+
+func alreadyFinished(j store.Job) error {
+	return &httpError{code: http.StatusConflict, msg: fmt.Sprintf("job %d already finished: status %s at %s; nothing to cancel",
+		j.ID, j.Status, j.FinishedAt.Format("2006-01-02T15:04:05Z07:00"))}
+}

@@ -1,0 +1,197 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/tms-dev/tms/coordinator/httpapi"
+	"github.com/tms-dev/tms/migrations"
+	"github.com/tms-dev/tms/store/testdb"
+)
+
+func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
+	onBackends(t, func(t *testing.T, backend string) {
+		var engineErr error
+		b := setup(t, backend, func(c *httpapi.Config) {
+			c.Ready = func(context.Context) error { return engineErr }
+		})
+		code, body := b.do(http.MethodGet, "/healthz", "", "")
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, "ok\n", body)
+		code, body = b.do(http.MethodGet, "/readyz", "", "")
+		require.Equal(t, http.StatusOK, code, body)
+		require.JSONEq(t, `{"status":"ready"}`, body)
+
+		engineErr = errors.New("coordinator watchdog: node heartbeat not written in time")
+		code, body = b.do(http.MethodGet, "/readyz", "", "")
+		require.Equal(t, http.StatusServiceUnavailable, code)
+		require.JSONEq(t, `{"status":"unavailable","reason":"engine: coordinator watchdog: node heartbeat not written in time"}`, body)
+
+		engineErr = nil
+		require.NoError(t, b.st.Close())
+		code, body = b.do(http.MethodGet, "/readyz", "", "")
+		require.Equal(t, http.StatusServiceUnavailable, code)
+		require.Contains(t, body, `"reason":"database: store: read schema version`)
+		code, _ = b.do(http.MethodGet, "/healthz", "", "")
+		require.Equal(t, http.StatusOK, code, "liveness does not depend on the database")
+	})
+}
+
+func TestReadinessNeedsCurrentSchema(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "sqlite", nil)
+	testdb.MarkFutureVersion(t, b.url, migrations.Latest()+1)
+	code, body := b.do(http.MethodGet, "/readyz", "", "")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "database schema is ahead")
+}
+
+func TestResourcesAuth(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "sqlite", nil)
+	for _, tc := range []struct {
+		method, path, token string
+		code                int
+		want                string
+	}{
+		{http.MethodGet, "/v1/policies", readToken, 200, "resource GET /v1/policies"},
+		{http.MethodGet, "/v1/tables/cat.db.orders", adminToken, 200, "resource GET /v1/tables/cat.db.orders"},
+		{http.MethodHead, "/v1/jobs", readToken, 200, ""},
+		{http.MethodPost, "/v1/policies", adminToken, 200, "resource POST /v1/policies"},
+		{http.MethodDelete, "/v1/policies/p", adminToken, 200, "resource DELETE /v1/policies/p"},
+		{http.MethodPost, "/v1/policies", readToken, 403, "the read-only token cannot POST"},
+		{http.MethodGet, "/v1/jobs", "", 401, "missing bearer token"},
+		{http.MethodGet, "/v1/jobs", commitToken, 401, "invalid bearer token"},
+		{http.MethodPost, "/v1/jobs/1/cancel", commitToken, 401, "invalid bearer token"},
+	} {
+		code, body := b.do(tc.method, tc.path, tc.token, "")
+		require.Equal(t, tc.code, code, "%s %s: %s", tc.method, tc.path, body)
+		require.Contains(t, body, tc.want, "%s %s", tc.method, tc.path)
+	}
+
+	// Without a read-only token, reads need the admin token.
+	b = setup(t, "sqlite", func(c *httpapi.Config) { c.ReadToken = "" })
+	code, _ := b.do(http.MethodGet, "/v1/policies", readToken, "")
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, _ = b.do(http.MethodGet, "/v1/policies", adminToken, "")
+	require.Equal(t, http.StatusOK, code)
+}
+
+func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	b := setup(t, "sqlite", func(c *httpapi.Config) {
+		c.ShutdownTimeout = 5 * time.Second
+		c.Resources = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			close(entered)
+			<-release
+			_, _ = io.WriteString(w, "finished")
+		})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- b.srv.Serve(ctx, ln) }()
+	base := "http://" + ln.Addr().String()
+
+	resp, err := http.Get(base + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	type answer struct {
+		body string
+		err  error
+	}
+	slow := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, base+"/v1/jobs", nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			slow <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		slow <- answer{string(body), err}
+	}()
+	<-entered
+	cancel()
+	// The listener closes at once; the request in progress still finishes.
+	require.Eventually(t, func() bool {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}, 5*time.Second, 10*time.Millisecond)
+	select {
+	case err := <-served:
+		t.Fatalf("Serve returned before the request in progress finished: %v", err)
+	default:
+	}
+	close(release)
+	a := <-slow
+	require.NoError(t, a.err)
+	require.Equal(t, "finished", a.body)
+	require.NoError(t, <-served)
+	http.DefaultClient.CloseIdleConnections()
+}
+
+func TestListenAndServeReportsABusyAddress(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	b := setup(t, "sqlite", func(c *httpapi.Config) { c.Listen = ln.Addr().String() })
+	err = b.srv.ListenAndServe(t.Context())
+	require.ErrorContains(t, err, "httpapi: listen on "+ln.Addr().String())
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	_, err := httpapi.New(httpapi.Config{})
+	require.ErrorContains(t, err, "a store is required")
+	b := setup(t, "sqlite", nil)
+	_, err = httpapi.New(httpapi.Config{Store: b.st, ShutdownTimeout: -1, Log: zaptest.NewLogger(t)})
+	require.ErrorContains(t, err, "must not be negative")
+}
+
+func TestResolveSecretRef(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(path, []byte("s3cret\r\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "empty"), []byte("\n"), 0o600))
+	t.Setenv("TMS_TEST_TOKEN", "from-env")
+
+	v, err := httpapi.ResolveSecretRef("file:" + path)
+	require.NoError(t, err)
+	require.Equal(t, "s3cret", v)
+	v, err = httpapi.ResolveSecretRef("env:TMS_TEST_TOKEN")
+	require.NoError(t, err)
+	require.Equal(t, "from-env", v)
+
+	for ref, want := range map[string]string{
+		"s3cret":                              "must be a reference, env:NAME or file:PATH",
+		"env:TMS_TEST_TOKEN_UNSET":            "environment variable TMS_TEST_TOKEN_UNSET is not set",
+		"file:" + filepath.Join(dir, "x"):     "no such file",
+		"file:" + filepath.Join(dir, "empty"): "is empty",
+	} {
+		_, err := httpapi.ResolveSecretRef(ref)
+		require.ErrorContains(t, err, want, ref)
+		require.NotContains(t, err.Error(), "s3cret", "a secret never appears in an error")
+	}
+}

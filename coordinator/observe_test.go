@@ -1,0 +1,63 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/store"
+)
+
+// TestObserverHooks checks that Config.OnClaim sees each claim with its
+// lateness and Config.OnExecuted each run with its outcome.
+func TestObserverHooks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.BackendSQLite)
+	var (
+		mu       sync.Mutex
+		lateness = map[string]time.Duration{}
+		outcomes = map[string]int{}
+	)
+	n := b.start(coordinator.Config{
+		PollInterval: 20 * time.Millisecond,
+		OnClaim: func(kind string, late time.Duration) {
+			mu.Lock()
+			lateness[kind] = max(lateness[kind], late)
+			mu.Unlock()
+		},
+		OnExecuted: func(kind, outcome string) {
+			mu.Lock()
+			outcomes[kind+"/"+outcome]++
+			mu.Unlock()
+		},
+	}, coordinator.Kind{Name: "obs", MaxFailures: 1, Handler: func(_ context.Context, x *coordinator.Execution) error {
+		switch x.Task.Instance {
+		case "boom":
+			return errors.New("boom")
+		case "panic":
+			panic("handler bug")
+		}
+		return nil
+	}})
+	for _, inst := range []string{"ok", "boom", "panic"} {
+		// Due a minute ago: the claim is at least that late.
+		_, err := b.sch.ScheduleTask(b.ctx, store.NewTask{TaskKey: store.TaskKey{Name: "obs", Instance: inst}, ExecutionTime: time.Now().Add(-time.Minute)}, time.Now())
+		require.NoError(t, err)
+	}
+	eventually(t, 10*time.Second, "three runs", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return outcomes["obs/"+coordinator.ExecSuccess]+outcomes["obs/"+coordinator.ExecFailure]+outcomes["obs/"+coordinator.ExecPanic] == 3
+	})
+	require.NoError(t, n.stop())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]int{"obs/success": 1, "obs/failure": 1, "obs/panic": 1}, outcomes)
+	require.GreaterOrEqual(t, lateness["obs"], time.Minute)
+	require.Less(t, lateness["obs"], 2*time.Minute)
+}

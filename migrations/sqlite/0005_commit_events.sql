@@ -1,0 +1,21 @@
+-- 0005_commit_events: idempotency keys of received commit events.
+--
+-- commit_event: one row per commit event the coordinator accepted (POST
+-- /v1/commit-events, and any other ingress that carries an event id). A
+-- repeated event_id is recognised by the primary key and ignored, so a
+-- catalog that retries a delivery does not enqueue twice. The row is written
+-- in the same transaction as the table's commit-job, so an event is never
+-- marked seen without its job. Rows are purged by age (received_at).
+--   table_id:    the maintained_table row the event resolved to.
+--   snapshot_id: the snapshot the commit produced, NULL if the sender did
+--                not say.
+-- Times are fixed-width UTC text like in 0001, so text order is time order.
+CREATE TABLE commit_event (
+    event_id    TEXT    NOT NULL PRIMARY KEY,
+    table_id    INTEGER NOT NULL,
+    snapshot_id INTEGER,
+    received_at TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f', 'now') || '000Z')
+);
+
+-- Purging by age.
+CREATE INDEX commit_event_received_idx ON commit_event (received_at);
