@@ -2,7 +2,8 @@
 // maintenance flow (serve), manages policies (policy), takes commit events
 // (enqueue-commit), reports (status), migrates its database (migrate),
 // checks that the database answers (ping) and measures the scheduling
-// engine (bench: a no-op drain). The HTTP API comes with a later issue.
+// engine (bench: a no-op drain). serve also answers HTTP: health, metrics,
+// commit events and the /v1 resources (see coordinator/httpapi).
 package main
 
 import "github.com/tms-dev/tms/internal/cli"
