@@ -22,7 +22,8 @@ import (
 	_ "github.com/apache/iceberg-go/catalog/rest"   // registers type=rest
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
-	_ "modernc.org/sqlite" // registers the pure-Go "sqlite" database/sql driver
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver (sql.driver=pgx: a PostgreSQL-backed SQL catalog)
+	_ "modernc.org/sqlite"             // registers the pure-Go "sqlite" database/sql driver
 )
 
 // LocalName is the catalog name of a local testdata-style catalog.

@@ -524,7 +524,7 @@ func mergeJobOptions(dst, src map[string]string) {
 // EnqueueCommit upserts the table's commit-job, due after the commit delay;
 // a burst of commits coalesces into one row. eng must run the flow's kinds.
 func (f *Flow) EnqueueCommit(ctx context.Context, eng *Engine, tableID int64) error {
-	_, err := eng.Upsert(ctx, store.NewTask{TaskKey: CommitJobKey(tableID), ExecutionTime: eng.cfg.Clock.Now().Add(max(0, f.cfg.CommitDelay))})
+	_, err := f.UpsertCommit(ctx, eng, tableID)
 	return err
 }
 

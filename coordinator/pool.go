@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,7 @@ type pool struct {
 
 	mu      sync.Mutex
 	pending []completion // one-shot successes for the next statement
+	dueAts  []time.Time  // due times of rows this node scheduled for later (wakeAt), ascending
 }
 
 func newPool(e *Engine, name string, threads int) *pool {
@@ -76,7 +78,9 @@ func (p *pool) run(pollCtx, liveCtx context.Context) {
 		}
 		batch := p.takePending()
 		full, failed := false, false
+		var covered time.Time // rows due by then were looked for by this pass
 		if free > 0 || len(batch) > 0 {
+			covered = cfg.Clock.Now()
 			claims, err := p.step(batch, free)
 			if err != nil {
 				failed = true
@@ -109,7 +113,11 @@ func (p *pool) run(pollCtx, liveCtx context.Context) {
 		if !claiming {
 			done = liveCtx.Done()
 		}
-		wait, stop := cfg.Clock.After(cfg.PollInterval)
+		interval := cfg.PollInterval
+		if !failed {
+			interval = p.untilDue(interval, covered)
+		}
+		wait, stop := cfg.Clock.After(interval)
 		select {
 		case <-done:
 		case <-wake:
@@ -118,6 +126,65 @@ func (p *pool) run(pollCtx, liveCtx context.Context) {
 		case <-wait:
 		}
 		stop()
+	}
+}
+
+// wakeGranularity rounds the due times wakeAt keeps up to a multiple, so
+// a stream of enqueues with one delay keeps at most delay/granularity of
+// them.
+const wakeGranularity = 10 * time.Millisecond
+
+// wakeAt makes the pool look for due rows at at, if that is before its
+// next poll: a row this node scheduled for later (a commit-job after its
+// coalescing delay) is claimed when it falls due, not up to a poll
+// interval after. Other nodes still find it by polling.
+func (p *pool) wakeAt(at time.Time) {
+	if r := at.Truncate(wakeGranularity); !r.Equal(at) {
+		at = r.Add(wakeGranularity)
+	}
+	p.mu.Lock()
+	i, found := slices.BinarySearchFunc(p.dueAts, at, time.Time.Compare)
+	if !found {
+		p.dueAts = slices.Insert(p.dueAts, i, at)
+	}
+	p.mu.Unlock()
+	if !found && i == 0 {
+		p.signal() // earlier than the current wait planned for
+	}
+}
+
+// untilDue returns how long the pool waits: poll, or less when a row
+// scheduled through wakeAt falls due sooner; zero when one fell due after
+// covered, the time of the pass that just looked for due rows. Due times
+// that passed are dropped.
+func (p *pool) untilDue(poll time.Duration, covered time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.e.cfg.Clock.Now()
+	n, missed := 0, false
+	for n < len(p.dueAts) && !p.dueAts[n].After(now) {
+		missed = missed || p.dueAts[n].After(covered)
+		n++
+	}
+	p.dueAts = slices.Delete(p.dueAts, 0, n)
+	switch {
+	case missed:
+		return 0
+	case len(p.dueAts) == 0:
+		return poll
+	}
+	return min(poll, p.dueAts[0].Sub(now))
+}
+
+// WakeAt makes this node's pool running kind name look for due rows at
+// at, if that is before its next poll. Call it after scheduling a row of
+// name due later (a commit-job after its coalescing delay), so the row is
+// claimed when it falls due instead of up to a poll interval after: on
+// PostgreSQL only rows due at once are NOTIFYed, and SQLite has no NOTIFY.
+// An unknown name is ignored.
+func (e *Engine) WakeAt(name string, at time.Time) {
+	if p := e.poolOf[name]; p != nil {
+		p.wakeAt(at)
 	}
 }
 

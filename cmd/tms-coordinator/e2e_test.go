@@ -579,6 +579,8 @@ func TestFlowCommandsRefuseBadInput(t *testing.T) {
 		{"config file without prefix", []string{"serve", "--db", db, "--config", badConfig(t, "db = sqlite://x.db")}, `every key starts with "gravitino.maintenance."`},
 		{"config file missing", []string{"serve", "--db", db, "--config", "/nonexistent/tms.conf"}, "--config: open /nonexistent/tms.conf"},
 		{"cooldown of an unknown type", []string{"serve", "--db", db, "--min-interval", "compactoin=1h"}, `--min-interval: unknown maintenance type "compactoin"`},
+		{"catalog notify on sqlite", []string{"serve", "--db", db, "--catalog-notify"}, "--catalog-notify needs the catalog's PostgreSQL database"},
+		{"admin token in clear", []string{"serve", "--db", db, "--admin-token", "hunter2"}, "--admin-token: "},
 		{"enqueue a bad table name", []string{"enqueue-commit", "--db", db, "--table", "local.t"}, "want CATALOG.NAMESPACE.TABLE"},
 		{"status with no tables", []string{"status", "--db", db, "--tables", "0"}, "--tables must be positive"},
 	} {

@@ -104,8 +104,12 @@ func runServe(ctx context.Context, env cli.Env) error {
 		minIntervals                             []string
 	)
 	ff.register(fs)
-	var hf httpFlags
+	var (
+		hf httpFlags
+		wf watchFlags
+	)
 	hf.register(fs)
+	wf.register(fs)
 	fs.StringVar(&configPath, "config", os.Getenv("TMS_CONFIG"), "configuration file of "+configPrefix+"* keys (env TMS_CONFIG); flags and TMS_* variables win over it")
 	fs.StringArrayVar(&minIntervals, "min-interval", nil, "TYPE=DURATION: a type's cooldown when its policy sets no minIntervalMs (task.<type>.minIntervalMs; repeatable)")
 	fs.IntVar(&expandThreads, "expand-threads", 4, "threads of the policy-expand pool")
@@ -123,6 +127,13 @@ func runServe(ctx context.Context, env cli.Env) error {
 		return err
 	}
 	file, err := applyConfig(fs, configPath)
+	if err != nil {
+		return err
+	}
+	if err := wf.check(ff.db); err != nil {
+		return err
+	}
+	api, err := hf.resolve()
 	if err != nil {
 		return err
 	}
@@ -169,8 +180,7 @@ func runServe(ctx context.Context, env cli.Env) error {
 	}
 	defer flow.Close()
 	rec := coordinator.NewReconciler(st, sub, coordinator.ReconcilerConfig{Log: env.Log})
-	api, err := hf.prepare(ctx, st)
-	if err != nil {
+	if err := api.prepare(ctx, st); err != nil {
 		return err
 	}
 	engCfg := coordinator.Config{NodeID: nodeID, PollInterval: poll, HeartbeatInterval: heartbeat, Log: env.Log,
@@ -196,8 +206,15 @@ func runServe(ctx context.Context, env cli.Env) error {
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- api.serve(httpCtx) }()
 	fmt.Fprintf(env.Stderr, "tms-coordinator: serving as node %s on %s backend, HTTP on %s\n", eng.NodeID(), st.Backend(), api.addr())
+	waitWatch, err := wf.start(httpCtx, ff.db, st, flow, eng, api, env.Log)
+	if err != nil {
+		stopHTTP()
+		<-httpDone
+		return err
+	}
 	err = eng.Run(ctx)
 	stopHTTP()
+	waitWatch()
 	if herr := <-httpDone; herr != nil && err == nil {
 		err = herr
 	}

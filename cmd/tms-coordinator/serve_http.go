@@ -38,9 +38,9 @@ type httpAPI struct {
 	srv     *httpapi.Server
 }
 
-// prepare resolves the tokens, creates the metrics and binds the address,
-// so that a bad flag or a busy port fails serve before it claims anything.
-func (h *httpFlags) prepare(ctx context.Context, st store.Store) (*httpAPI, error) {
+// resolve reads the token references; serve calls it before it touches
+// the database, so a bad reference changes nothing.
+func (h *httpFlags) resolve() (*httpAPI, error) {
 	api := &httpAPI{flags: *h}
 	for i, ref := range []struct{ flag, ref string }{{"--admin-token", h.adminRef}, {"--read-token", h.readRef}, {"--commit-token", h.comRef}} {
 		if ref.ref == "" {
@@ -52,19 +52,26 @@ func (h *httpFlags) prepare(ctx context.Context, st store.Store) (*httpAPI, erro
 		}
 		api.tokens[i] = v
 	}
+	return api, nil
+}
+
+// prepare creates the metrics and binds the address, so that a busy port
+// fails serve before it claims anything.
+func (api *httpAPI) prepare(ctx context.Context, st store.Store) error {
+	h := api.flags
 	m, err := httpapi.NewMetrics(httpapi.MetricsConfig{Store: st})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	api.metrics = m
 	if h.listen == "off" {
-		return api, nil
+		return nil
 	}
 	var lc net.ListenConfig
 	if api.ln, err = lc.Listen(ctx, "tcp", h.listen); err != nil {
-		return nil, cli.ExitError{Code: cli.ExitFailure, Err: fmt.Errorf("--listen %s: %w", h.listen, err)}
+		return cli.ExitError{Code: cli.ExitFailure, Err: fmt.Errorf("--listen %s: %w", h.listen, err)}
 	}
-	return api, nil
+	return nil
 }
 
 // observe hooks the metrics into the engine's configuration.
@@ -89,7 +96,8 @@ func (a *httpAPI) build(st store.Store, sub coordinator.Submitter, eng *coordina
 	a.srv, err = httpapi.New(httpapi.Config{
 		Listen: a.ln.Addr().String(), Store: st, Metrics: a.metrics, Resources: res, Log: log.Named("http"),
 		AdminToken: a.tokens[0], ReadToken: a.tokens[1], CommitToken: a.tokens[2], CommitDelay: commitDelay,
-		Ready: func(context.Context) error { return eng.Healthy() },
+		Ready:          func(context.Context) error { return eng.Healthy() },
+		OnCommitJobDue: func(at time.Time) { eng.WakeAt(coordinator.KindCommitJob, at) },
 	})
 	return err
 }

@@ -1,0 +1,273 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/store"
+)
+
+// commitSchema is the one-column schema of the tables commits go to.
+var commitSchema = iceberg.NewSchema(0, iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true})
+
+// icebergTable creates namespace ns (if needed) and an empty table ns.name
+// in cat, and registers it in st under catalog catName.
+func icebergTable(t testing.TB, cat catalog.Catalog, st store.Store, catName, ns, name string) (*table.Table, store.Table) {
+	t.Helper()
+	ctx := context.Background()
+	if err := cat.CreateNamespace(ctx, table.Identifier{ns}, nil); err != nil {
+		require.ErrorIs(t, err, catalog.ErrNamespaceAlreadyExists)
+	}
+	tbl, err := cat.CreateTable(ctx, table.Identifier{ns, name}, commitSchema,
+		catalog.WithProperties(iceberg.Properties{"format-version": "2"}))
+	require.NoError(t, err)
+	row, err := st.RegisterTable(ctx, store.TableRef{Catalog: catName, Namespace: ns, Name: name, UUID: tbl.Metadata().TableUUID().String()})
+	require.NoError(t, err)
+	return tbl, row
+}
+
+// appendRow commits one row to tbl through iceberg-go and returns the table
+// after the commit.
+func appendRow(t testing.TB, tbl *table.Table) *table.Table {
+	t.Helper()
+	sc, err := table.SchemaToArrowSchema(commitSchema, nil, true, false)
+	require.NoError(t, err)
+	at, err := array.TableFromJSON(memory.DefaultAllocator, sc, []string{`[{"id": 1}]`})
+	require.NoError(t, err)
+	defer at.Release()
+	tbl, err = tbl.AppendTable(context.Background(), at, 1024, nil)
+	require.NoError(t, err)
+	return tbl
+}
+
+// onCommitPolicy creates an enabled compaction policy with content and
+// attaches it to obj.
+func onCommitPolicy(t testing.TB, st store.Store, name, content string, obj store.PolicyObject) {
+	t.Helper()
+	pol, err := store.PoliciesOf(st)
+	require.NoError(t, err)
+	_, err = pol.CreatePolicy(context.Background(), store.NewPolicy{Name: name, Type: "system_iceberg_compaction", Enabled: true,
+		Content: json.RawMessage(content)})
+	require.NoError(t, err)
+	_, _, err = pol.Attach(context.Background(), name, obj)
+	require.NoError(t, err)
+}
+
+func tableObj(catName, ns, name string) store.PolicyObject {
+	return store.PolicyObject{Level: store.LevelTable, Catalog: catName, Namespace: ns, Table: name}
+}
+
+// commitJobs returns the commit-job rows in the queue.
+func commitJobs(t testing.TB, st store.Store) int {
+	t.Helper()
+	counts, err := st.TaskCounts(context.Background(), time.Time{})
+	require.NoError(t, err)
+	for _, k := range counts {
+		if k.Name == coordinator.KindCommitJob {
+			return k.Total
+		}
+	}
+	return 0
+}
+
+// watchBundle is a local catalog with two tables, a watched one (an
+// onCommit policy) and one under a crontab-only policy, a table in a
+// catalog this coordinator is not configured with, and a watcher over them
+// on an engine that is not running (rows stay in the queue).
+type watchBundle struct {
+	st                 store.Store
+	sch                store.Scheduler
+	watched, cronOnly  *table.Table
+	watchedID, cronID  int64
+	watcher            *coordinator.Watcher
+	clock              *coordinator.ManualClock
+	enqueued, coalesce atomic.Int64
+}
+
+func setupWatch(t *testing.T, backend string) *watchBundle {
+	t.Helper()
+	l := newLocalLedger(t, backend)
+	dir := t.TempDir()
+	cat, err := catalogs.OpenLocal(t.Context(), dir, true)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cat.(catalog.Closer).Close() })
+	b := &watchBundle{st: l.st, clock: coordinator.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	var row store.Table
+	b.watched, row = icebergTable(t, cat, l.st, catalogs.LocalName, "ns", "watched")
+	b.watchedID = row.ID
+	b.cronOnly, row = icebergTable(t, cat, l.st, catalogs.LocalName, "ns", "cron_only")
+	b.cronID = row.ID
+	_, err = l.st.RegisterTable(t.Context(), store.TableRef{Catalog: "nowhere", Namespace: "ns", Name: "t", UUID: "uuid-nowhere"})
+	require.NoError(t, err)
+	onCommitPolicy(t, l.st, "on-commit", `{"schedule": {"onCommit": true}}`, tableObj(catalogs.LocalName, "ns", "watched"))
+	onCommitPolicy(t, l.st, "cron-only", `{"schedule": {"crontab": "@hourly"}}`, tableObj(catalogs.LocalName, "ns", "cron_only"))
+	onCommitPolicy(t, l.st, "elsewhere", `{"schedule": {"onCommit": true}}`, tableObj("nowhere", "ns", "t"))
+
+	flow, err := coordinator.NewFlow(l.st, nil, coordinator.FlowConfig{DBURL: l.url, Log: zaptest.NewLogger(t),
+		Catalogs: []coordinator.CatalogConfig{{Name: catalogs.LocalName, WarehouseDir: dir}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = flow.Close() })
+	b.sch, err = store.TasksOf(l.st)
+	require.NoError(t, err)
+	eng, err := coordinator.New(b.sch, coordinator.Config{Clock: b.clock}, flow.Kinds(nil, 0)...)
+	require.NoError(t, err)
+	b.watcher, err = flow.NewWatcher(eng, coordinator.WatcherConfig{Interval: time.Minute, OnEnqueue: func(created bool) {
+		b.enqueued.Add(1)
+		if !created {
+			b.coalesce.Add(1)
+		}
+	}})
+	require.NoError(t, err)
+	return b
+}
+
+func (b *watchBundle) poll(t *testing.T) coordinator.WatchReport {
+	t.Helper()
+	rep, err := b.watcher.Poll(t.Context())
+	require.NoError(t, err)
+	return rep
+}
+
+func TestWatcherTurnsACommitIntoOneCommitJob(t *testing.T) {
+	t.Parallel()
+	for _, backend := range localBackends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			b := setupWatch(t, backend)
+
+			// First sight primes: nothing is enqueued. The crontab-only table
+			// is not watched; the unconfigured catalog's table fails alone.
+			rep := b.poll(t)
+			require.Equal(t, coordinator.WatchReport{Tables: 2, Primed: 1, Failed: 1}, rep)
+			require.Zero(t, commitJobs(t, b.st))
+
+			// A poll with no commit in between enqueues nothing.
+			require.Equal(t, coordinator.WatchReport{Tables: 2, Failed: 1}, b.poll(t))
+			require.Zero(t, commitJobs(t, b.st))
+
+			// A commit to each table: only the watched one gets a commit-job.
+			b.watched = appendRow(t, b.watched)
+			b.cronOnly = appendRow(t, b.cronOnly)
+			require.Equal(t, coordinator.WatchReport{Tables: 2, Enqueued: 1, Failed: 1}, b.poll(t))
+			require.Equal(t, 1, commitJobs(t, b.st))
+			task, err := b.sch.GetTask(t.Context(), coordinator.CommitJobKey(b.watchedID))
+			require.NoError(t, err)
+			require.Equal(t, b.clock.Now().Add(coordinator.DefaultCommitDelay), task.ExecutionTime, "due after the commit delay")
+			_, err = b.sch.GetTask(t.Context(), coordinator.CommitJobKey(b.cronID))
+			require.ErrorIs(t, err, store.ErrNotFound)
+			require.Equal(t, int64(1), b.enqueued.Load())
+
+			// The same state again: still exactly one row.
+			require.Equal(t, coordinator.WatchReport{Tables: 2, Failed: 1}, b.poll(t))
+			require.Equal(t, 1, commitJobs(t, b.st))
+
+			// Two more commits before the next poll coalesce into the pending row.
+			b.watched = appendRow(t, appendRow(t, b.watched))
+			require.Equal(t, 1, b.poll(t).Enqueued)
+			require.Equal(t, 1, commitJobs(t, b.st))
+			require.Equal(t, int64(2), b.enqueued.Load())
+			require.Equal(t, int64(1), b.coalesce.Load(), "the second enqueue found the pending row")
+		})
+	}
+}
+
+func TestWatcherRunPollsEveryInterval(t *testing.T) {
+	t.Parallel()
+	b := setupWatch(t, store.BackendSQLite)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.watcher.Run(ctx) }()
+
+	b.clock.WaitForTimers(1) // the first poll (priming) is done, the next is planned
+	b.watched = appendRow(t, b.watched)
+	require.Zero(t, commitJobs(t, b.st), "nothing before the next poll")
+	b.clock.Advance(time.Minute)
+	eventually(t, 10*time.Second, "the next poll to enqueue", func() bool { return b.enqueued.Load() == 1 })
+	require.Equal(t, 1, commitJobs(t, b.st))
+
+	cancel()
+	require.NoError(t, <-done)
+}
+
+func TestWatcherConfigErrors(t *testing.T) {
+	t.Parallel()
+	l := newLocalLedger(t, store.BackendSQLite)
+	flow, err := coordinator.NewFlow(l.st, nil, coordinator.FlowConfig{DBURL: l.url})
+	require.NoError(t, err)
+	_, err = flow.NewWatcher(nil, coordinator.WatcherConfig{})
+	require.ErrorContains(t, err, "engine is required")
+	sch, err := store.TasksOf(l.st)
+	require.NoError(t, err)
+	eng, err := coordinator.New(sch, coordinator.Config{}, flow.Kinds(nil, 0)...)
+	require.NoError(t, err)
+	_, err = flow.NewWatcher(eng, coordinator.WatcherConfig{Interval: -time.Second})
+	require.ErrorIs(t, err, store.ErrInvalidArgument)
+	require.ErrorContains(t, err, "interval")
+	_, err = flow.NewWatcher(eng, coordinator.WatcherConfig{Concurrency: -1})
+	require.ErrorContains(t, err, "concurrency")
+}
+
+// TestUpsertCommitWakesThePoolWhenDue: commit-jobs enqueued with a commit
+// delay are claimed when their delay has passed, although the engine's
+// pools poll only hourly: the enqueuing node wakes its commit pool at each
+// due time, the later one too.
+func TestUpsertCommitWakesThePoolWhenDue(t *testing.T) {
+	t.Parallel()
+	l := newLocalLedger(t, store.BackendSQLite)
+	var ids []int64
+	for _, name := range []string{"a", "b"} {
+		row, err := l.st.RegisterTable(t.Context(), store.TableRef{Catalog: "c", Namespace: "ns", Name: name, UUID: "u-" + name})
+		require.NoError(t, err)
+		ids = append(ids, row.ID)
+	}
+	flow, err := coordinator.NewFlow(l.st, nil, coordinator.FlowConfig{DBURL: l.url, CommitDelay: 2 * time.Second})
+	require.NoError(t, err)
+	sch, err := store.TasksOf(l.st)
+	require.NoError(t, err)
+	b := &bundle{t: t, url: l.url, sch: sch, ctx: t.Context()}
+	start := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
+	clock := coordinator.NewManualClock(start)
+	ran := make(chan string, 2)
+	n := b.start(coordinator.Config{Clock: clock, PollInterval: time.Hour}, coordinator.Kind{Name: coordinator.KindCommitJob,
+		Handler: func(_ context.Context, x *coordinator.Execution) error {
+			ran <- x.Task.Instance + "@" + x.Now().Sub(start).String()
+			return nil
+		}})
+	m := &manualNode{node: n, clock: clock}
+	enqueue := func(id int64) {
+		created, err := flow.UpsertCommit(t.Context(), n.Engine, id)
+		require.NoError(t, err)
+		require.True(t, created)
+	}
+
+	enqueue(ids[0]) // due at 2s
+	var got []string
+	for step := range 6 { // seconds of clock time, against an hourly poll
+		m.quiesce(t, b)
+		if step == 1 {
+			enqueue(ids[1]) // at 1s, due at 3s
+			m.quiesce(t, b)
+		}
+		clock.Advance(time.Second)
+		m.quiesce(t, b)
+		for len(ran) > 0 {
+			got = append(got, <-ran)
+		}
+	}
+	require.Equal(t, []string{fmt.Sprintf("%d@2s", ids[0]), fmt.Sprintf("%d@3s", ids[1])}, got,
+		"each claimed when due, not before and not at the next poll")
+}
