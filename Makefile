@@ -57,7 +57,7 @@ demo: build ## Build the test tables into a temp folder, replay the maintenance 
 	      --ledger "sqlite://$$dir/ledger.db" || status=1; \
 	  done; exit $$status
 
-bench: dbcheck build ## Benchmarks: sampler vs PlanFiles, ledger rows/s, scheduler vs River, policy expand vs bare insert, commit enqueues, compaction ratios, chain overhead %, peak RSS of the first compaction of 200 files × RSS_ROWS rows.
+bench: dbcheck build ## Benchmarks: sampler vs PlanFiles, ledger rows/s, scheduler vs River, policy expand vs bare insert, commit enqueues, webhook ingest, commit→claim latency, compaction ratios, chain overhead %, peak RSS of the first compaction of 200 files × RSS_ROWS rows.
 	$(GO) test -run '^$$' -bench 'Sample|PlanFiles' -benchtime $(BENCH_TIME) -timeout 30m ./sampler/
 	$(GO) test -run '^$$' -bench Ledger -benchtime $(LEDGER_ROWS)x -timeout 30m ./store/
 	@# Scheduler drain vs River on the same PostgreSQL, each in its own schema (tms_bench, river_bench).
@@ -65,6 +65,10 @@ bench: dbcheck build ## Benchmarks: sampler vs PlanFiles, ledger rows/s, schedul
 	  river=$$(cd $(RIVER_BASELINE) && $(GO) run . -db "$(TMS_TEST_DATABASE_URL)" -schema river_bench -jobs $(BENCH_TASKS) -nodes 2 -workers 8 | tee /dev/stderr | tail -1 | cut -d= -f2) && \
 	  awk -v t="$$tms" -v r="$$river" 'BEGIN { printf "tms_vs_river_ratio=%.2f\n", t / r }'
 	$(GO) test -run '^$$' -bench 'Expand100k|CommitEnqueue50k' -benchtime 1x -timeout 30m ./coordinator/
+	@# Commit ingress: webhook events/s with 64 clients; commit → claim latency with NOTIFY, then with 10 s polling.
+	$(GO) test -run '^$$' -bench WebhookIngest -benchtime 20000x -timeout 10m ./coordinator/httpapi/
+	$(GO) test -run '^$$' -bench CommitToClaimNotify -benchtime 500x -timeout 10m ./coordinator/
+	$(GO) test -run '^$$' -bench CommitToClaimPoll10s -benchtime 12x -timeout 10m ./coordinator/
 	$(GO) test -run '^$$' -bench 'Compaction200x10k|PartitionedGroups' -benchtime 3x -timeout 30m ./chain/
 	$(GO) test -run '^$$' -bench ChainOverhead -benchtime 3x -timeout 30m ./runner/
 	@[ -x /usr/bin/time ] || { echo "peak RSS needs GNU time: apt-get install -y time"; exit 1; }; \
