@@ -82,7 +82,7 @@ func openSQLite(ctx context.Context, path string, log *zap.Logger, now func() ti
 	w.SetConnMaxIdleTime(0)
 	// The first connection creates the file if needed and switches it to
 	// WAL before any reader opens it.
-	if err := w.PingContext(ctx); err != nil {
+	if err := pingSQLite(ctx, w); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("store: open sqlite %s: %w", path, err)
 	}
@@ -94,6 +94,26 @@ func openSQLite(ctx context.Context, path string, log *zap.Logger, now func() ti
 	r.SetMaxOpenConns(sqliteReaders)
 	r.SetMaxIdleConns(sqliteReaders)
 	return &sqliteStore{w: w, r: r, path: path, log: log, now: now}, nil
+}
+
+// pingSQLite opens the writer's connection. Switching a new file to WAL
+// takes an exclusive lock, and SQLite answers SQLITE_BUSY at once, without
+// the busy handler, when another process is switching or opening the same
+// file at that moment: retried for up to the busy timeout.
+func pingSQLite(ctx context.Context, w *sql.DB) error {
+	deadline := time.Now().Add(sqliteBusyTimeoutMS * time.Millisecond)
+	for pause := time.Millisecond; ; pause = min(2*pause, 100*time.Millisecond) {
+		err := w.PingContext(ctx)
+		var se *sqlite.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
 }
 
 // Backend returns "sqlite".
