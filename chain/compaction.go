@@ -160,17 +160,9 @@ func (s *stepState) planCompaction(ctx context.Context, p compactionPolicy) ([]c
 	if p.deleteFileThreshold > 0 {
 		cfg.DeleteFileThreshold = int(p.deleteFileThreshold)
 	}
-	var opts []table.ScanOption
-	if p.where != "" {
-		expr, err := bindWhere(p.where, s.tbl.Schema())
-		if err != nil {
-			return nil, cfg, fieldErr("rewriteOptions.where", "%v", err)
-		}
-		opts = append(opts, table.WithRowFilter(expr))
-	}
-	tasks, err := s.tbl.Scan(opts...).PlanFiles(ctx)
+	tasks, err := s.scanTasks(ctx, p)
 	if err != nil {
-		return nil, cfg, fmt.Errorf("plan files: %w", err)
+		return nil, cfg, err
 	}
 	// A file is always rewritten whole: drop residual filters so that
 	// reading a task returns every live row of its file, whatever `where`
@@ -183,6 +175,30 @@ func (s *stepState) planCompaction(ctx context.Context, p compactionPolicy) ([]c
 		return nil, cfg, fmt.Errorf("plan compaction: %w", err)
 	}
 	return limitPartitions(plan.Groups, int(p.maxPartitionNum)), cfg, nil
+}
+
+// scanTasks returns the files to plan from. Without a `where` filter and
+// without delete files the plan is every live data file, whole: S0's
+// sample collected exactly those in its manifest read, so the manifests are
+// not read a second time. Otherwise iceberg-go plans (it prunes partitions
+// and matches delete files to data files).
+func (s *stepState) scanTasks(ctx context.Context, p compactionPolicy) ([]table.FileScanTask, error) {
+	if p.where == "" && s.s0.Metrics.DeleteFileNumber == 0 && s.s0.Tasks != nil {
+		return slices.Clone(s.s0.Tasks), nil
+	}
+	var opts []table.ScanOption
+	if p.where != "" {
+		expr, err := bindWhere(p.where, s.tbl.Schema())
+		if err != nil {
+			return nil, fieldErr("rewriteOptions.where", "%v", err)
+		}
+		opts = append(opts, table.WithRowFilter(expr))
+	}
+	tasks, err := s.tbl.Scan(opts...).PlanFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("plan files: %w", err)
+	}
+	return tasks, nil
 }
 
 // limitPartitions keeps the groups of the n partitions with the most input

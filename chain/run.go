@@ -40,7 +40,7 @@ type runner struct {
 // immutable, so every metric but the clock-relative snapshot age is the
 // same; that one is refreshed).
 func (r *runner) sample(ctx context.Context, tbl *table.Table, opts sampler.Options) (sampler.Result, error) {
-	if l := r.last; l.metadataLocation != "" && l.metadataLocation == tbl.MetadataLocation() && l.target == opts.TargetFileSize {
+	if l := r.last; l.metadataLocation != "" && l.metadataLocation == tbl.MetadataLocation() && l.target == opts.TargetFileSize && !opts.ScanTasks {
 		res := l.res
 		now := time.Now
 		if opts.Now != nil {
@@ -54,6 +54,7 @@ func (r *runner) sample(ctx context.Context, tbl *table.Table, opts sampler.Opti
 		return res, err
 	}
 	r.last.metadataLocation, r.last.target, r.last.res = tbl.MetadataLocation(), opts.TargetFileSize, res
+	r.last.res.Tasks = nil // the metrics are what later types reuse; the file list goes to this type only
 	return res, nil
 }
 
@@ -182,7 +183,8 @@ func (r *runner) runStep(ctx context.Context, st Step) (tr TypeReport, stop erro
 		fail(fmt.Errorf("unsupported table format version %d", v))
 		return tr, nil
 	}
-	sopts := sampler.Options{Now: r.now, TargetFileSize: target}
+	// A compaction plans from S0's own manifest read (see planCompaction).
+	sopts := sampler.Options{Now: r.now, TargetFileSize: target, ScanTasks: st.Type == Compaction}
 	s0, err := r.sample(ctx, tbl, sopts)
 	if err != nil {
 		fail(fmt.Errorf("sample S0: %w", err))
@@ -243,6 +245,7 @@ func (r *runner) runStep(ctx context.Context, st Step) (tr TypeReport, stop erro
 	after, err := catalogs.LoadTable(ctx, r.cat, r.ident)
 	if err == nil {
 		var s1 sampler.Result
+		sopts.ScanTasks = false
 		if s1, err = r.sample(ctx, after, sopts); err == nil {
 			tr.AfterSnapshotID, tr.MetricsAfter = s1.SnapshotID, s1.Metrics
 			if h := r.opts.Hooks.Sampled; h != nil {

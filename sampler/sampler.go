@@ -102,6 +102,11 @@ type Result struct {
 	SnapshotID int64
 	// Metrics are the metrics at SnapshotID.
 	Metrics Metrics
+	// Tasks are whole-file scan tasks of the live data files, in manifest
+	// order, when Options.ScanTasks asked for them and the snapshot has no
+	// delete files (nil otherwise). Their DataFiles come from the same
+	// projected manifest read as the metrics: no column statistics.
+	Tasks []table.FileScanTask
 }
 
 // Options tune Sample. The zero value is ready to use.
@@ -115,6 +120,11 @@ type Options struct {
 	// Concurrency is the number of manifests read at once. Defaults to
 	// runtime.GOMAXPROCS(0); negative is an error.
 	Concurrency int
+	// ScanTasks also returns the live data files as Result.Tasks, so that a
+	// compaction can plan from this one manifest read instead of a second
+	// one (a file scan plan of a table without delete files is exactly its
+	// live data files, whole).
+	ScanTasks bool
 }
 
 // Sample computes the metrics of tbl at snapshotID (0 = the current
@@ -171,7 +181,7 @@ func Sample(ctx context.Context, tbl *table.Table, snapshotID int64, opts Option
 	if err != nil {
 		return Result{}, fmt.Errorf("read manifest list %s of snapshot %d: %w", snap.ManifestList, snap.SnapshotID, err)
 	}
-	t, err := tallyManifests(ctx, fs, meta, manifests, target, concurrency)
+	t, err := tallyManifests(ctx, fs, meta, manifests, target, concurrency, opts.ScanTasks)
 	if err != nil {
 		return Result{}, err
 	}
@@ -184,7 +194,11 @@ func Sample(ctx context.Context, tbl *table.Table, snapshotID int64, opts Option
 	if len(manifests) > 0 {
 		m.AvgManifestSize = float64(manifestBytes) / float64(len(manifests))
 	}
-	return Result{SnapshotID: snap.SnapshotID, Metrics: m}, nil
+	res := Result{SnapshotID: snap.SnapshotID, Metrics: m}
+	if opts.ScanTasks && m.DeleteFileNumber == 0 {
+		res.Tasks = t.tasks
+	}
+	return res, nil
 }
 
 // targetFileSize resolves T: the option, else the table property, else the

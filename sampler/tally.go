@@ -22,6 +22,8 @@ type tally struct {
 	totalSize, records               int64
 	sqHi, sqLo                       uint64
 	partitions                       map[string]struct{}
+	tasks                            []table.FileScanTask // live data files, when collect
+	collect                          bool
 }
 
 // addSquare adds d² to the 128-bit sum of squares.
@@ -49,6 +51,7 @@ func (t *tally) merge(o *tally) {
 	for k := range o.partitions {
 		t.partitions[k] = struct{}{}
 	}
+	t.tasks = append(t.tasks, o.tasks...)
 }
 
 // fill writes the file-level metrics into m.
@@ -77,13 +80,14 @@ func smallThreshold(target int64) int64 {
 
 // tallyManifests reads the live entries of every manifest, at most
 // concurrency at a time, and returns their combined tally.
-func tallyManifests(ctx context.Context, fs iceio.IO, meta table.Metadata, manifests []iceberg.ManifestFile, target int64, concurrency int) (*tally, error) {
+func tallyManifests(ctx context.Context, fs iceio.IO, meta table.Metadata, manifests []iceberg.ManifestFile, target int64, concurrency int, tasks bool) (*tally, error) {
 	results := make([]tally, len(manifests))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, min(concurrency, len(manifests))))
 	small := smallThreshold(target)
 	for i, mf := range manifests {
 		g.Go(func() error {
+			results[i].collect = tasks
 			if err := tallyManifest(gctx, fs, meta, mf, target, small, &results[i]); err != nil {
 				return fmt.Errorf("read manifest %s: %w", mf.FilePath(), err)
 			}
@@ -132,6 +136,13 @@ func tallyManifest(ctx context.Context, fs iceio.IO, meta table.Metadata, mf ice
 			return fmt.Errorf("entry %s has unknown content type %d", df.FilePath(), df.ContentType())
 		}
 		size := df.FileSizeBytes()
+		if t.collect {
+			task := table.FileScanTask{File: df, Start: 0, Length: size, FirstRowID: df.FirstRowID()}
+			if seq := entry.SequenceNum(); seq >= 0 {
+				task.DataSequenceNumber = &seq
+			}
+			t.tasks = append(t.tasks, task)
+		}
 		t.dataFiles++
 		t.totalSize += size
 		t.records += df.Count()
