@@ -289,7 +289,13 @@ func (e *Engine) listen(ctx context.Context) {
 				p.signal()
 			}
 			e.markReady()
-		}, e.wake)
+		}, func(name string, at time.Time) {
+			if at.IsZero() {
+				e.wake(name)
+			} else {
+				e.WakeAt(name, at)
+			}
+		})
 		if errors.Is(err, store.ErrNotSupported) {
 			e.markReady()
 			return

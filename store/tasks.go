@@ -249,14 +249,16 @@ type Scheduler interface {
 	ListNodes(ctx context.Context) ([]Node, error)
 
 	// ListenTasks calls fn with a task name whenever another connection
-	// scheduled a row of that kind due at once, until ctx ends; it returns
-	// ctx's error then, or the first connection error. ready (may be nil) is
-	// called once the listener is in place: rows scheduled before that were
-	// not announced, so the caller looks for due rows then. On PostgreSQL it
-	// uses LISTEN/NOTIFY on a channel named after the current schema, so
-	// nodes of one database wake each other at once. SQLite has no
+	// scheduled a row of that kind due at once (at is zero then), or, for
+	// UpsertTask, a row due later (at is its due time, so that every node
+	// can look for it then: a coalescing commit-job), until ctx ends; it
+	// returns ctx's error then, or the first connection error. ready (may
+	// be nil) is called once the listener is in place: rows scheduled before
+	// that were not announced, so the caller looks for due rows then. On
+	// PostgreSQL it uses LISTEN/NOTIFY on a channel named after the current
+	// schema, so nodes of one database wake each other. SQLite has no
 	// cross-process notification: it returns ErrNotSupported at once.
-	ListenTasks(ctx context.Context, ready func(), fn func(name string)) error
+	ListenTasks(ctx context.Context, ready func(), fn func(name string, at time.Time)) error
 }
 
 // ErrNotSupported means the backend cannot do what was asked (for example

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -147,7 +148,13 @@ func pgUpsertTask(ctx context.Context, db pgDB, t NewTask, now time.Time) (bool,
 					ELSE t.rerun_at END
 			RETURNING (xmax = 0) AS created, execution_time, picked
 		), n AS (
-			SELECT pg_notify(`+pgTaskChannel+`, $1) FROM up WHERE NOT picked AND execution_time <= $6
+			-- Due now: the kind's name. Due later, and this upsert set the
+			-- time (a new row or an earlier time): name@unix-ms, so every
+			-- node looks for it then; a burst coalescing into a row that
+			-- is due earlier announces nothing more.
+			SELECT pg_notify(`+pgTaskChannel+`, CASE WHEN execution_time <= $6 THEN $1
+				ELSE $1 || '@' || floor(extract(epoch FROM execution_time) * 1000)::bigint::text END)
+			FROM up WHERE NOT picked AND (execution_time <= $6 OR execution_time = $4)
 		)
 		SELECT created, (SELECT count(*) FROM n) FROM up`,
 		t.Name, t.Instance, t.Data, orNow(t.ExecutionTime, func() time.Time { return now }), t.Priority, now).
@@ -514,7 +521,7 @@ func (w *pgTxWriter) Driver() any { return w.tx }
 
 // ListenTasks listens on the schema's task channel through a connection of
 // its own, outside the pool, so it never takes a worker's connection.
-func (s *postgresStore) ListenTasks(ctx context.Context, ready func(), fn func(name string)) error {
+func (s *postgresStore) ListenTasks(ctx context.Context, ready func(), fn func(name string, at time.Time)) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return pgError("listen for tasks", err)
@@ -538,8 +545,22 @@ func (s *postgresStore) ListenTasks(ctx context.Context, ready func(), fn func(n
 			}
 			return pgError("listen for tasks", err)
 		}
-		fn(n.Payload)
+		fn(parseTaskNotification(n.Payload))
 	}
+}
+
+// parseTaskNotification splits a task channel payload, "name" or
+// "name@unix-ms" (see pgUpsertTask).
+func parseTaskNotification(payload string) (string, time.Time) {
+	name, ms, ok := strings.Cut(payload, "@")
+	if !ok {
+		return payload, time.Time{}
+	}
+	v, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return payload, time.Time{}
+	}
+	return name, time.UnixMilli(v)
 }
 
 // ResetPostgresSchema drops schema (with everything in it) on the server

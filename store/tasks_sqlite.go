@@ -466,7 +466,7 @@ func (w *sqliteTxWriter) MoveCompleted(ctx context.Context, at time.Time, data [
 func (w *sqliteTxWriter) Driver() any { return w.tx }
 
 // ListenTasks is not supported: SQLite has no cross-process notification.
-func (s *sqliteStore) ListenTasks(context.Context, func(), func(string)) error {
+func (s *sqliteStore) ListenTasks(context.Context, func(), func(string, time.Time)) error {
 	return fmt.Errorf("%w: sqlite has no LISTEN/NOTIFY; nodes poll", ErrNotSupported)
 }
 
