@@ -319,13 +319,7 @@ func (x *Execution) Complete(ctx context.Context, fn func(ctx context.Context, t
 	if err == nil && c.Action == store.CompleteReschedule && !c.Next.After(c.Now) {
 		x.e.wake(x.Task.Name) // due again at once (a cursor's next batch)
 	}
-	x.mu.Lock()
-	if err == nil || errors.Is(err, store.ErrStaleFence) {
-		x.settled, x.completeErr = true, nil
-	} else if !x.settled {
-		x.completeErr = err
-	}
-	x.mu.Unlock()
+	x.settle(err)
 	return err
 }
 

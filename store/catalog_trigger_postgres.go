@@ -155,15 +155,7 @@ $tms$`,
 		`CREATE TRIGGER ` + catalogTriggerUpdate + ` AFTER UPDATE OF metadata_location ON ` + s + `.iceberg_tables FOR EACH ROW
 			WHEN (NEW.metadata_location IS DISTINCT FROM OLD.metadata_location) EXECUTE FUNCTION ` + fn,
 	}
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		for _, q := range stmts {
-			if _, err := tx.Exec(ctx, q); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := execAll(ctx, conn, stmts); err != nil {
 		return "", pgError("install the catalog trigger", err)
 	}
 	return schema, nil
@@ -189,15 +181,7 @@ func RemoveCatalogTrigger(ctx context.Context, dbURL, schema string) (string, er
 			`DROP TRIGGER IF EXISTS `+catalogTriggerUpdate+` ON `+s+`.iceberg_tables`)
 	}
 	stmts = append(stmts, `DROP FUNCTION IF EXISTS `+s+`.`+catalogTriggerFunction+`()`)
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		for _, q := range stmts {
-			if _, err := tx.Exec(ctx, q); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := execAll(ctx, conn, stmts); err != nil {
 		return "", pgError("remove the catalog trigger", err)
 	}
 	return schema, nil
@@ -263,4 +247,16 @@ func ListenCatalogCommits(ctx context.Context, dbURL, schema string, ready func(
 		}
 		fn(c)
 	}
+}
+
+// execAll runs stmts in one transaction on conn.
+func execAll(ctx context.Context, conn *pgx.Conn, stmts []string) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		for _, q := range stmts {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

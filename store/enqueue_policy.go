@@ -41,18 +41,33 @@ func validatePolicyEnqueue(e PolicyEnqueue) error {
 // due time, 9 now.
 func pgEnqueuePolicySQL() string {
 	return `
-		WITH t AS (` + tablesForPolicySQL(pgPlaceholder) + `),
-		w AS (SELECT id FROM maintained_table WHERE id > $2 ORDER BY id LIMIT $4),
-		ins AS (
-			INSERT INTO scheduled_tasks (task_name, task_instance, execution_time, priority)
-			SELECT $5::text, $6::text || t.id::text || $7::text, $8::timestamptz, 0 FROM t
-			ON CONFLICT (task_name, task_instance) DO NOTHING
-			RETURNING 1
-		),
-		n AS (SELECT pg_notify(` + pgTaskChannel + `, $5::text) WHERE EXISTS (SELECT 1 FROM ins) AND $8::timestamptz <= $9::timestamptz)
+		WITH ` + pgPolicyBatchCTEs + `,
+		` + pgPolicyInsertCTEs("") + `
 		SELECT (SELECT count(*) FROM t), (SELECT coalesce(max(id), 0) FROM t),
 			(SELECT count(*) FROM w), (SELECT coalesce(max(id), 0) FROM w), (SELECT count(*) FROM ins),
 			(SELECT count(*) FROM n)`
+}
+
+// pgPolicyBatchCTEs are t, the batch (placeholders 1 policy, 2 after, 3
+// limit, 4 window), and w, the scan window it examined.
+var pgPolicyBatchCTEs = `t AS (` + tablesForPolicySQL(pgPlaceholder) + `),
+		w AS (SELECT id FROM maintained_table WHERE id > $2 ORDER BY id LIMIT $4)`
+
+// pgPolicyInsertCTEs are ins, a task per row of t (placeholders 5 task
+// name, 6 prefix, 7 suffix, 8 due time, 9 now), only where the SQL
+// condition guard holds (empty: always), and n, the notification of the
+// kind when new rows are due at once.
+func pgPolicyInsertCTEs(guard string) string {
+	if guard != "" {
+		guard = "WHERE " + guard
+	}
+	return `ins AS (
+			INSERT INTO scheduled_tasks (task_name, task_instance, execution_time, priority)
+			SELECT $5::text, $6::text || t.id::text || $7::text, $8::timestamptz, 0 FROM t ` + guard + `
+			ON CONFLICT (task_name, task_instance) DO NOTHING
+			RETURNING 1
+		),
+		n AS (SELECT pg_notify(` + pgTaskChannel + `, $5::text) WHERE EXISTS (SELECT 1 FROM ins) AND $8::timestamptz <= $9::timestamptz)`
 }
 
 // enqueueNext is TablesForPolicy's cursor rule on the counts.

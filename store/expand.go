@@ -63,10 +63,8 @@ func validateExpandMove(m ExpandMove) (map[string]json.RawMessage, error) {
 // reschedule of the claimed row; the inserts only happen when the guard
 // matched. Placeholders 1–9 as in pgEnqueuePolicySQL (8 = 9 = now), then
 // 10 claim name, 11 instance, 12 version, 13 done time, 14 data.
-func pgCompleteExpandSQL() string {
-	return `
-		WITH t AS (` + tablesForPolicySQL(pgPlaceholder) + `),
-		w AS (SELECT id FROM maintained_table WHERE id > $2 ORDER BY id LIMIT $4),
+var pgCompleteExpandSQL = `
+		WITH ` + pgPolicyBatchCTEs + `,
 		nx AS (SELECT CASE
 				WHEN (SELECT count(*) FROM t) = $3 THEN (SELECT max(id) FROM t)
 				WHEN (SELECT count(*) FROM w) < $4 THEN 0
@@ -80,17 +78,9 @@ func pgCompleteExpandSQL() string {
 			WHERE task_name = $10 AND task_instance = $11 AND version = $12 AND picked
 			RETURNING nx.cursor
 		),
-		ins AS (
-			INSERT INTO scheduled_tasks (task_name, task_instance, execution_time, priority)
-			SELECT $5::text, $6::text || t.id::text || $7::text, $8::timestamptz, 0 FROM t
-			WHERE EXISTS (SELECT 1 FROM u)
-			ON CONFLICT (task_name, task_instance) DO NOTHING
-			RETURNING 1
-		),
-		n AS (SELECT pg_notify(` + pgTaskChannel + `, $5::text) WHERE EXISTS (SELECT 1 FROM ins) AND $8::timestamptz <= $9::timestamptz)
+		` + pgPolicyInsertCTEs("EXISTS (SELECT 1 FROM u)") + `
 		SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM ins), coalesce((SELECT cursor FROM u), 0),
 			(SELECT count(*) FROM n)`
-}
 
 // CompleteExpand runs the batch and the completion as one statement.
 func (s *postgresStore) CompleteExpand(ctx context.Context, claim Task, e PolicyEnqueue, m ExpandMove) (int, int64, error) {
@@ -106,7 +96,7 @@ func (s *postgresStore) CompleteExpand(ctx context.Context, claim Task, e Policy
 		held, made int
 		next       int64
 	)
-	err = s.pool.QueryRow(ctx, pgCompleteExpandSQL(), e.PolicyID, e.After, e.Limit, TablesScanWindow(e.Limit),
+	err = s.pool.QueryRow(ctx, pgCompleteExpandSQL, e.PolicyID, e.After, e.Limit, TablesScanWindow(e.Limit),
 		e.TaskName, e.InstancePrefix, e.InstanceSuffix, utc(e.At), utc(m.Now),
 		claim.Name, claim.Instance, claim.Version, utc(m.Done), string(data)).
 		Scan(&held, &made, &next, new(int64))

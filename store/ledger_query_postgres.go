@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -55,14 +54,7 @@ func (s *postgresStore) ListTableStatus(ctx context.Context, afterID int64, limi
 	if err != nil {
 		return nil, pgError("list tables: metrics", err)
 	}
-	metrics, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SnapshotMetrics, error) {
-		var m SnapshotMetrics
-		var value []byte
-		err := r.Scan(&m.TableID, &m.PolicyID, &m.SnapshotID, &value, &m.RecordedAt)
-		m.Value = json.RawMessage(value)
-		m.RecordedAt = m.RecordedAt.UTC()
-		return m, err
-	})
+	metrics, err := pgx.CollectRows(rows, scanPgMetrics)
 	if err != nil {
 		return nil, pgError("list tables: metrics", err)
 	}

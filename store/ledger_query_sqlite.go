@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 )
 
@@ -35,19 +34,7 @@ func (s *sqliteStore) ListTableStatus(ctx context.Context, afterID int64, limit 
 		return nil, err
 	}
 	rows, err = s.r.QueryContext(ctx, latestMetricsSQL(sqlitePlaceholder), afterID, last)
-	metrics, err := collectSQLite(rows, err, func(r scanner) (SnapshotMetrics, error) {
-		var (
-			m               SnapshotMetrics
-			value, recorded string
-		)
-		if err := r.Scan(&m.TableID, &m.PolicyID, &m.SnapshotID, &value, &recorded); err != nil {
-			return m, err
-		}
-		m.Value = json.RawMessage(value)
-		var err error
-		m.RecordedAt, err = parseSQLiteTime(recorded)
-		return m, err
-	})
+	metrics, err := collectSQLite(rows, err, scanSQLiteMetrics)
 	if err != nil {
 		return nil, sqliteError("list tables: metrics", err)
 	}

@@ -362,18 +362,22 @@ func (s *postgresStore) ListSnapshotMetrics(ctx context.Context, tableID int64) 
 	if err != nil {
 		return nil, pgError("list snapshot metrics", err)
 	}
-	ms, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SnapshotMetrics, error) {
-		var m SnapshotMetrics
-		var value []byte
-		err := r.Scan(&m.TableID, &m.PolicyID, &m.SnapshotID, &value, &m.RecordedAt)
-		m.Value = json.RawMessage(value)
-		m.RecordedAt = m.RecordedAt.UTC()
-		return m, err
-	})
+	ms, err := pgx.CollectRows(rows, scanPgMetrics)
 	if err != nil {
 		return nil, pgError("list snapshot metrics", err)
 	}
 	return ms, nil
+}
+
+// scanPgMetrics reads table_id, policy_id, snapshot_id, metrics_value,
+// recorded_at.
+func scanPgMetrics(r pgx.CollectableRow) (SnapshotMetrics, error) {
+	var m SnapshotMetrics
+	var value []byte
+	err := r.Scan(&m.TableID, &m.PolicyID, &m.SnapshotID, &value, &m.RecordedAt)
+	m.Value = json.RawMessage(value)
+	m.RecordedAt = m.RecordedAt.UTC()
+	return m, err
 }
 
 // nullJSON passes empty JSON as SQL NULL and anything else as JSON text.

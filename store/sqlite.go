@@ -503,26 +503,27 @@ func (s *sqliteStore) ListSnapshotMetrics(ctx context.Context, tableID int64) ([
 	if err != nil {
 		return nil, sqliteError("list snapshot metrics", err)
 	}
-	defer rows.Close()
-	var ms []SnapshotMetrics
-	for rows.Next() {
-		var (
-			m               SnapshotMetrics
-			value, recorded string
-		)
-		if err := rows.Scan(&m.TableID, &m.PolicyID, &m.SnapshotID, &value, &recorded); err != nil {
-			return nil, sqliteError("list snapshot metrics", err)
-		}
-		m.Value = json.RawMessage(value)
-		if m.RecordedAt, err = parseSQLiteTime(recorded); err != nil {
-			return nil, err
-		}
-		ms = append(ms, m)
-	}
-	if err := rows.Err(); err != nil {
+	ms, err := collectSQLite(rows, nil, scanSQLiteMetrics)
+	if err != nil {
 		return nil, sqliteError("list snapshot metrics", err)
 	}
 	return ms, nil
+}
+
+// scanSQLiteMetrics reads table_id, policy_id, snapshot_id, metrics_value,
+// recorded_at.
+func scanSQLiteMetrics(r scanner) (SnapshotMetrics, error) {
+	var (
+		m               SnapshotMetrics
+		value, recorded string
+	)
+	if err := r.Scan(&m.TableID, &m.PolicyID, &m.SnapshotID, &value, &recorded); err != nil {
+		return m, err
+	}
+	m.Value = json.RawMessage(value)
+	var err error
+	m.RecordedAt, err = parseSQLiteTime(recorded)
+	return m, err
 }
 
 // sqliteError maps constraint failures that mean a bad argument (CHECK) to

@@ -16,6 +16,7 @@ import (
 	"github.com/tms-dev/tms/chain"
 	"github.com/tms-dev/tms/coordinator"
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/secretref"
 )
 
 // The coordinator's configuration file (serve --config FILE, env
@@ -218,14 +219,14 @@ func (c *fileConfig) catalogConfigs() ([]coordinator.CatalogConfig, error) {
 	}
 	secrets := map[string]string{}
 	for k, ref := range c.ircAuth {
-		v, err := resolveSecret(ref)
+		v, err := secretref.Resolve(ref)
 		if err != nil {
 			return nil, cli.Usagef("config key %sircAuth.%s: %v", configPrefix, k, err)
 		}
 		secrets[k] = v
 	}
 	for k, ref := range c.gravitino {
-		if _, err := resolveSecret(ref); err != nil {
+		if _, err := secretref.Resolve(ref); err != nil {
 			return nil, cli.Usagef("config key %sgravitinoAuth.%s: %v", configPrefix, k, err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/coordinator"
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/secretref"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -65,32 +66,13 @@ func (f *flowFlags) catalogs() ([]coordinator.CatalogConfig, error) {
 		if !ok || k == "" {
 			return nil, cli.Usagef("--catalog-secret %q: want key=env:NAME or key=file:PATH", k)
 		}
-		v, err := resolveSecret(ref)
+		v, err := secretref.Resolve(ref)
 		if err != nil {
 			return nil, cli.Usagef("--catalog-secret %s: %v", k, err)
 		}
 		secrets[k] = v
 	}
 	return append(out, coordinator.CatalogConfig{Name: f.catalogName, Properties: props, Secrets: secrets}), nil
-}
-
-// resolveSecret reads an env:NAME or file:PATH reference.
-func resolveSecret(ref string) (string, error) {
-	switch {
-	case strings.HasPrefix(ref, "env:"):
-		v, ok := os.LookupEnv(strings.TrimPrefix(ref, "env:"))
-		if !ok {
-			return "", fmt.Errorf("environment variable %s is not set", strings.TrimPrefix(ref, "env:"))
-		}
-		return v, nil
-	case strings.HasPrefix(ref, "file:"):
-		b, err := os.ReadFile(strings.TrimPrefix(ref, "file:"))
-		if err != nil {
-			return "", err
-		}
-		return strings.TrimRight(string(b), "\r\n"), nil
-	}
-	return "", errors.New("the value must be a reference, env:NAME or file:PATH, never the secret itself")
 }
 
 func runServe(ctx context.Context, env cli.Env) error {

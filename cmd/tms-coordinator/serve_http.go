@@ -12,6 +12,7 @@ import (
 	"github.com/tms-dev/tms/coordinator"
 	"github.com/tms-dev/tms/coordinator/httpapi"
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/secretref"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -46,7 +47,7 @@ func (h *httpFlags) resolve() (*httpAPI, error) {
 		if ref.ref == "" {
 			continue
 		}
-		v, err := httpapi.ResolveSecretRef(ref.ref)
+		v, err := secretref.Resolve(ref.ref)
 		if err != nil {
 			return nil, cli.Usagef("%s: %v", ref.flag, err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tms-dev/tms/coordinator"
@@ -64,10 +65,9 @@ func onBackends(t *testing.T, fn func(t *testing.T, backend string)) {
 	}
 }
 
-// setup migrates a fresh database of backend, registers tables db.orders
-// and db.sales.items in catalog "cat", and serves the API over httptest.
-// mutate (may be nil) adjusts the config first.
-func setup(t *testing.T, backend string, mutate func(*httpapi.Config)) *bundle {
+// openBackend migrates a fresh database of backend and opens a store on it
+// (closed when the test ends).
+func openBackend(t *testing.T, backend string) (string, store.Store, store.Scheduler, *zap.Logger) {
 	t.Helper()
 	dbURL := testdb.SQLiteURL(t)
 	if backend == store.BackendPostgres {
@@ -81,6 +81,15 @@ func setup(t *testing.T, backend string, mutate func(*httpapi.Config)) *bundle {
 	t.Cleanup(func() { _ = st.Close() })
 	sch, err := store.TasksOf(st)
 	require.NoError(t, err)
+	return dbURL, st, sch, log
+}
+
+// setup migrates a fresh database of backend, registers tables db.orders
+// and db.sales.items in catalog "cat", and serves the API over httptest.
+// mutate (may be nil) adjusts the config first.
+func setup(t *testing.T, backend string, mutate func(*httpapi.Config)) *bundle {
+	t.Helper()
+	dbURL, st, sch, log := openBackend(t, backend)
 	b := &bundle{t: t, url: dbURL, st: st, sch: sch, tables: map[string]store.Table{}}
 	for _, ref := range []store.TableRef{
 		{Catalog: "cat", Namespace: "db", Name: "orders", UUID: "u-orders"},
@@ -100,6 +109,7 @@ func setup(t *testing.T, backend string, mutate func(*httpapi.Config)) *bundle {
 	if mutate != nil {
 		mutate(&cfg)
 	}
+	var err error
 	b.srv, err = httpapi.New(cfg)
 	require.NoError(t, err)
 	b.http = httptest.NewServer(b.srv.Handler())

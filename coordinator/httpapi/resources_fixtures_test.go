@@ -13,12 +13,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/tms-dev/tms/coordinator"
 	"github.com/tms-dev/tms/coordinator/httpapi"
 	"github.com/tms-dev/tms/store"
-	"github.com/tms-dev/tms/store/testdb"
 )
 
 // resNow is the resources' clock in tests.
@@ -69,18 +67,7 @@ type resBundle struct {
 // resSetup migrates a fresh database of backend and builds the handler.
 func resSetup(t *testing.T, backend string) *resBundle {
 	t.Helper()
-	dbURL := testdb.SQLiteURL(t)
-	if backend == store.BackendPostgres {
-		dbURL = testdb.PostgresURL(t)
-	}
-	log := zaptest.NewLogger(t)
-	_, err := store.Migrate(context.Background(), dbURL, log)
-	require.NoError(t, err)
-	st, err := store.Open(context.Background(), dbURL, log)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	sch, err := store.TasksOf(st)
-	require.NoError(t, err)
+	_, st, sch, log := openBackend(t, backend)
 	sub := &fakeSubmitter{known: map[string]error{}}
 	h, err := httpapi.NewResources(httpapi.ResourcesConfig{Store: st, Submitter: sub, Log: log, Now: func() time.Time { return resNow }})
 	require.NoError(t, err)

@@ -45,7 +45,7 @@ type Config struct {
 	Store store.Store
 	// AdminToken is the bearer token of the /v1 resources (all methods) and
 	// of the commit webhook. Empty disables the /v1 resources: they answer
-	// 403. Resolve references with ResolveSecretRef.
+	// 403. Resolve references with secretref.Resolve.
 	AdminToken string
 	// ReadToken is an optional bearer token accepted for GET and HEAD on
 	// the /v1 resources. Empty: reads need the admin token.

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -168,30 +166,4 @@ func TestNewValidates(t *testing.T) {
 	b := setup(t, "sqlite", nil)
 	_, err = httpapi.New(httpapi.Config{Store: b.st, ShutdownTimeout: -1, Log: zaptest.NewLogger(t)})
 	require.ErrorContains(t, err, "must not be negative")
-}
-
-func TestResolveSecretRef(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "token")
-	require.NoError(t, os.WriteFile(path, []byte("s3cret\r\n"), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "empty"), []byte("\n"), 0o600))
-	t.Setenv("TMS_TEST_TOKEN", "from-env")
-
-	v, err := httpapi.ResolveSecretRef("file:" + path)
-	require.NoError(t, err)
-	require.Equal(t, "s3cret", v)
-	v, err = httpapi.ResolveSecretRef("env:TMS_TEST_TOKEN")
-	require.NoError(t, err)
-	require.Equal(t, "from-env", v)
-
-	for ref, want := range map[string]string{
-		"s3cret":                              "must be a reference, env:NAME or file:PATH",
-		"env:TMS_TEST_TOKEN_UNSET":            "environment variable TMS_TEST_TOKEN_UNSET is not set",
-		"file:" + filepath.Join(dir, "x"):     "no such file",
-		"file:" + filepath.Join(dir, "empty"): "is empty",
-	} {
-		_, err := httpapi.ResolveSecretRef(ref)
-		require.ErrorContains(t, err, want, ref)
-		require.NotContains(t, err.Error(), "s3cret", "a secret never appears in an error")
-	}
 }

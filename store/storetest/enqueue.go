@@ -20,19 +20,7 @@ import (
 func exerciseEnqueueTablesForPolicy(t *testing.T, b *policyBundle) {
 	sch, err := store.TasksOf(b.s)
 	require.NoError(t, err)
-	wide := b.create(t, "wide", typeCompaction, `{}`)
-	b.create(t, "pinned", typeCompaction, `{}`)
-	b.attach(t, "wide", catalogObj("cat"))
-	b.attach(t, "pinned", tableObj("cat", "db", "t3"))
-	for i := range 12 {
-		b.register(t, "cat", "db", fmt.Sprintf("t%d", i))
-	}
-	b.register(t, "other", "db", "x")
-	var want []string
-	for _, tbl := range b.walk(t, wide.ID, 5) {
-		want = append(want, fmt.Sprintf("table:%d:%d", tbl.ID, wide.ID))
-	}
-	require.Len(t, want, 11, "t3 is pinned to another policy, x is in another catalog")
+	wide, want := b.enqueueFixture(t)
 
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	walker := store.TaskKey{Name: "walker", Instance: "1"}
@@ -98,4 +86,25 @@ func exerciseEnqueueTablesForPolicy(t *testing.T, b *policyBundle) {
 	require.ErrorIs(t, err, store.ErrInvalidArgument)
 	_, err = sch.GetTask(b.ctx, walker)
 	require.NoError(t, err, "the failed transaction deleted nothing")
+}
+
+// enqueueFixture attaches policy "wide" to catalog cat, where 12 tables
+// live and t3 is pinned to another policy, registers a table elsewhere,
+// and returns wide with the cron-job instances a walk of it must create.
+func (b *policyBundle) enqueueFixture(t *testing.T) (store.Policy, []string) {
+	t.Helper()
+	wide := b.create(t, "wide", typeCompaction, `{}`)
+	b.create(t, "pinned", typeCompaction, `{}`)
+	b.attach(t, "wide", catalogObj("cat"))
+	b.attach(t, "pinned", tableObj("cat", "db", "t3"))
+	for i := range 12 {
+		b.register(t, "cat", "db", fmt.Sprintf("t%d", i))
+	}
+	b.register(t, "other", "db", "x")
+	var want []string
+	for _, tbl := range b.walk(t, wide.ID, 5) {
+		want = append(want, fmt.Sprintf("table:%d:%d", tbl.ID, wide.ID))
+	}
+	require.Len(t, want, 11, "t3 is pinned to another policy, x is in another catalog")
+	return wide, want
 }

@@ -23,19 +23,7 @@ func exerciseCompleteExpand(t *testing.T, b *policyBundle) {
 	require.NoError(t, err)
 	ex, err := store.ExpanderOf(b.s)
 	require.NoError(t, err)
-	wide := b.create(t, "wide", typeCompaction, `{}`)
-	b.create(t, "pinned", typeCompaction, `{}`)
-	b.attach(t, "wide", catalogObj("cat"))
-	b.attach(t, "pinned", tableObj("cat", "db", "t3"))
-	for i := range 12 {
-		b.register(t, "cat", "db", fmt.Sprintf("t%d", i))
-	}
-	b.register(t, "other", "db", "x")
-	var want []string
-	for _, tbl := range b.walk(t, wide.ID, 5) {
-		want = append(want, fmt.Sprintf("table:%d:%d", tbl.ID, wide.ID))
-	}
-	require.Len(t, want, 11, "t3 is pinned to another policy, x is in another catalog")
+	wide, want := b.enqueueFixture(t)
 
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	done := now.Add(time.Hour)
