@@ -58,6 +58,8 @@ func TestObserverHooks(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, map[string]int{"obs/success": 1, "obs/failure": 1, "obs/panic": 1}, outcomes)
-	require.GreaterOrEqual(t, lateness["obs"], time.Minute)
+	// The claim's time is taken as its statement starts, which may be a
+	// moment before the insert it then finds has committed.
+	require.GreaterOrEqual(t, lateness["obs"], time.Minute-100*time.Millisecond)
 	require.Less(t, lateness["obs"], 2*time.Minute)
 }
