@@ -345,3 +345,24 @@ func TestGroupBuffering(t *testing.T) {
 		})
 	}
 }
+
+func TestGroupConcurrency(t *testing.T) {
+	for _, tc := range []struct{ n, limit, procs, want int }{
+		{n: 1, limit: 5, procs: 2, want: 1},
+		{n: 2, limit: 5, procs: 2, want: 2},
+		{n: 3, limit: 5, procs: 2, want: 3},   // all at once: 2 then 1 would leave a CPU idle
+		{n: 4, limit: 5, procs: 2, want: 2},   // 2 and 2
+		{n: 5, limit: 5, procs: 2, want: 3},   // 3 then 2, not 2, 2, 1
+		{n: 5, limit: 2, procs: 2, want: 2},   // the policy's limit wins
+		{n: 7, limit: 5, procs: 2, want: 4},   // 4 then 3
+		{n: 200, limit: 5, procs: 2, want: 2}, // even rounds
+		{n: 13, limit: 20, procs: 4, want: 5}, // 4, 4, 4, 1 and 5, 5, 3 leave a tail; 6, 6, 1 too: procs+1
+		{n: 9, limit: 20, procs: 8, want: 9},
+		{n: 17, limit: 20, procs: 8, want: 9}, // 9 then 8, not 8, 8, 1
+		{n: 11, limit: 20, procs: 4, want: 6}, // 6 then 5, not 4, 4, 3 or 5, 5, 1
+		{n: 5, limit: 5, procs: 1, want: 1},
+		{n: 0, limit: 5, procs: 2, want: 1},
+	} {
+		require.Equal(t, tc.want, groupConcurrency(tc.n, tc.limit, tc.procs), "%+v", tc)
+	}
+}

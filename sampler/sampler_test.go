@@ -286,3 +286,41 @@ func TestSampleCanceled(t *testing.T) {
 	_, err := sampler.Sample(ctx, tbl, 0, sampler.Options{})
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+// A manifest whose list entry counts no added and no existing files holds
+// only DELETED entries; the sampler does not read it (as PlanFiles does
+// not). Proven by corrupting it: the sample still succeeds and matches a
+// full decode of the live entries.
+func TestSampleSkipsDeletedOnlyManifests(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tbl := b.create(t, "deleted_only", nil)
+	tbl = b.appendJSON(t, tbl, `[{"id": 1, "region": "a"}, {"id": 2, "region": "a"}]`)
+	tbl = b.appendJSON(t, tbl, `[{"id": 3, "region": "b"}]`)
+	tbl = b.deleteWhere(t, tbl, iceberg.LessThan(iceberg.Reference("id"), int64(3)))
+
+	fs, err := tbl.FS(b.ctx)
+	require.NoError(t, err)
+	all, err := tbl.CurrentSnapshot().Manifests(fs)
+	require.NoError(t, err)
+	var skipped []string
+	for _, mf := range all {
+		if !mf.HasAddedFiles() && !mf.HasExistingFiles() {
+			skipped = append(skipped, mf.FilePath())
+		}
+	}
+	require.NotEmpty(t, skipped, "the delete should leave a manifest of DELETED entries only")
+	_, live := liveEntries(t, tbl, tbl.CurrentSnapshot())
+	require.Len(t, live, 1)
+	for _, p := range skipped {
+		require.NoError(t, os.WriteFile(localPath(p), []byte("not read"), 0o644))
+	}
+
+	res, err := sampler.Sample(b.ctx, tbl, 0, sampler.Options{ScanTasks: true})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Metrics.DataFileNumber)
+	require.EqualValues(t, 1, res.Metrics.RecordCount)
+	require.EqualValues(t, len(all), res.Metrics.ManifestNumber)
+	require.Len(t, res.Tasks, 1)
+	require.Equal(t, live[0].DataFile().FilePath(), res.Tasks[0].File.FilePath())
+}

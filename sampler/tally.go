@@ -86,6 +86,15 @@ func tallyManifests(ctx context.Context, fs iceio.IO, meta table.Metadata, manif
 	g.SetLimit(max(1, min(concurrency, len(manifests))))
 	small := smallThreshold(target)
 	for i, mf := range manifests {
+		// A manifest whose list entry says it has no added and no existing
+		// files holds only DELETED entries: nothing live, so nothing to read.
+		// Unknown counts (null in a v1 list) read as "has files", and the
+		// manifest is read. This is the skip PlanFiles makes too; it matters
+		// right after a rewrite, whose snapshot carries one such manifest for
+		// every manifest it emptied.
+		if !mf.HasAddedFiles() && !mf.HasExistingFiles() {
+			continue
+		}
 		g.Go(func() error {
 			results[i].collect = tasks
 			if err := tallyManifest(gctx, fs, meta, mf, target, small, &results[i]); err != nil {
