@@ -317,13 +317,13 @@ func TestGroupBuffering(t *testing.T) {
 		bufferedMB float64 // upper bound of batches × estimated batch bytes
 	}{
 		// 200 files × 10,000 rows of ~16 B on disk: batches are whole files.
-		{"bench 200x10k", files(200, 164_000, 10_000), 1, 16_384 - 253, 30, 40, 25},
-		// 128 MiB files of 1M rows: 1 MiB batches instead of 131,072 rows.
-		{"big files", files(10, 128<<20, 1<<20), 1, 2048, 24, 24, 25},
+		{"bench 200x10k", files(200, 164_000, 10_000), 1, 32_263, 30, 40, 25},
+		// 128 MiB files of 1M rows: 2 MiB batches instead of 131,072 rows.
+		{"big files", files(10, 128<<20, 1<<20), 1, 4096, 12, 12, 25},
 		// Two groups share the budget.
-		{"big files, 2 groups", files(10, 128<<20, 1<<20), 2, 2048, 12, 12, 13},
+		{"big files, 2 groups", files(10, 128<<20, 1<<20), 2, 4096, 6, 6, 13},
 		// Tiny files: batches are whole files, capped at maxGroupBatchBuffer.
-		{"tiny files", files(100, 1_000, 10), 1, 2621, maxGroupBatchBuffer, maxGroupBatchBuffer, 1},
+		{"tiny files", files(100, 1_000, 10), 1, 5242, maxGroupBatchBuffer, maxGroupBatchBuffer, 1},
 		// Very wide rows: at least minBatchRows, at least minGroupBatchBuffer.
 		{"wide rows", files(4, 256<<20, 4096), 5, minBatchRows, minGroupBatchBuffer, minGroupBatchBuffer, 130},
 		// No row counts: iceberg-go's defaults bounded by the minimum buffer.
