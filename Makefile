@@ -61,8 +61,11 @@ bench: dbcheck build ## Benchmarks: sampler vs PlanFiles, ledger rows/s, schedul
 	$(GO) test -run '^$$' -bench 'Sample|PlanFiles' -benchtime $(BENCH_TIME) -timeout 30m ./sampler/
 	$(GO) test -run '^$$' -bench Ledger -benchtime $(LEDGER_ROWS)x -timeout 30m ./store/
 	@# Scheduler drain vs River on the same PostgreSQL, each in its own schema (tms_bench, river_bench).
-	@tms=$$(bin/tms-coordinator bench --db "$(TMS_TEST_DATABASE_URL)" --schema tms_bench --tasks $(BENCH_TASKS) --nodes 2 --threads 8 | tee /dev/stderr | tail -1 | cut -d= -f2) && \
-	  river=$$(cd $(RIVER_BASELINE) && $(GO) run . -db "$(TMS_TEST_DATABASE_URL)" -schema river_bench -jobs $(BENCH_TASKS) -nodes 2 -workers 8 | tee /dev/stderr | tail -1 | cut -d= -f2) && \
+	@# (Output is captured, then printed: `tee /dev/stderr` would truncate a stderr redirected to a file.)
+	@out=$$(bin/tms-coordinator bench --db "$(TMS_TEST_DATABASE_URL)" --schema tms_bench --tasks $(BENCH_TASKS) --nodes 2 --threads 8) && echo "$$out" && \
+	  tms=$$(echo "$$out" | tail -1 | cut -d= -f2) && \
+	  out=$$(cd $(RIVER_BASELINE) && $(GO) run . -db "$(TMS_TEST_DATABASE_URL)" -schema river_bench -jobs $(BENCH_TASKS) -nodes 2 -workers 8) && echo "$$out" && \
+	  river=$$(echo "$$out" | tail -1 | cut -d= -f2) && \
 	  awk -v t="$$tms" -v r="$$river" 'BEGIN { printf "tms_vs_river_ratio=%.2f\n", t / r }'
 	$(GO) test -run '^$$' -bench 'Expand100k|CommitEnqueue50k' -benchtime 1x -timeout 30m ./coordinator/
 	@# Commit ingress: webhook events/s with 64 clients; commit → claim latency with NOTIFY, then with 10 s polling.
