@@ -89,9 +89,9 @@ func tallyManifests(ctx context.Context, fs iceio.IO, meta table.Metadata, manif
 		// A manifest whose list entry says it has no added and no existing
 		// files holds only DELETED entries: nothing live, so nothing to read.
 		// Unknown counts (null in a v1 list) read as "has files", and the
-		// manifest is read. This is the skip PlanFiles makes too; it matters
-		// right after a rewrite, whose snapshot carries one such manifest for
-		// every manifest it emptied.
+		// manifest is read. This is the skip PlanFiles makes too: a delete or
+		// a rewrite writes the DELETED entries of the files it removed into
+		// manifests of their own, which later snapshots still list.
 		if !mf.HasAddedFiles() && !mf.HasExistingFiles() {
 			continue
 		}
