@@ -91,7 +91,8 @@ func tallyManifests(ctx context.Context, fs iceio.IO, meta table.Metadata, manif
 		// Unknown counts (null in a v1 list) read as "has files", and the
 		// manifest is read. This is the skip PlanFiles makes too: a delete or
 		// a rewrite writes the DELETED entries of the files it removed into
-		// manifests of their own, which later snapshots still list.
+		// manifests of their own, which its snapshot lists (S1 of every
+		// compaction has one).
 		if !mf.HasAddedFiles() && !mf.HasExistingFiles() {
 			continue
 		}
