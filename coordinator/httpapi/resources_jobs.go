@@ -130,11 +130,7 @@ type jobDetail struct {
 }
 
 func (rs *resources) getJob(w http.ResponseWriter, r *http.Request) {
-	if _, err := query(r); err != nil {
-		rs.fail(w, r, err)
-		return
-	}
-	id, err := idParam("id", r.PathValue("id"))
+	id, err := jobIDParam(r)
 	if err != nil {
 		rs.fail(w, r, err)
 		return
@@ -145,6 +141,15 @@ func (rs *resources) getJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	jsonOK(w, d)
+}
+
+// jobIDParam is the {id} of a /v1/jobs/{id} route, which takes no query
+// parameters.
+func jobIDParam(r *http.Request) (int64, error) {
+	if _, err := query(r); err != nil {
+		return 0, err
+	}
+	return idParam("id", r.PathValue("id"))
 }
 
 func (rs *resources) jobDetail(ctx context.Context, id int64) (jobDetail, error) {
@@ -200,11 +205,7 @@ type cancelResult struct {
 // closed cancelled (200), so its runner, wherever it runs, stops at its
 // next ledger write or commit check.
 func (rs *resources) cancelJob(w http.ResponseWriter, r *http.Request) {
-	if _, err := query(r); err != nil {
-		rs.fail(w, r, err)
-		return
-	}
-	id, err := idParam("id", r.PathValue("id"))
+	id, err := jobIDParam(r)
 	if err != nil {
 		rs.fail(w, r, err)
 		return
