@@ -58,7 +58,7 @@ var orphanKinds = []orphanKind{
 	}, parquetBytes},
 	{func(h string, n int) string { return fmt.Sprintf("metadata/%s-m0.avro", h) }, avroBytes},
 	{func(h string, n int) string { return fmt.Sprintf("metadata/snap-%d-1-%s.avro", 1_000_000+n, h) }, avroBytes},
-	{func(h string, _ int) string { return "metadata/." + h + ".metadata.json.tmp" }, []byte("{")},
+	{func(h string, _ int) string { return "metadata/" + h + ".metadata.json.tmp" }, []byte("{")},
 	{func(h string, _ int) string { return "data/stray-" + h }, []byte("not iceberg")},
 }
 
