@@ -2,12 +2,22 @@ package chain
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	stdfs "io/fs"
 	"net/url"
+	"os"
+	"path"
+	"runtime"
+	"slices"
 	"strings"
+	"time"
 
+	"github.com/apache/iceberg-go"
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // OrphanPlan is the TypeReport.Detail of orphan cleanup: exactly the files
@@ -24,30 +34,47 @@ type OrphanFile struct {
 	SizeBytes int64  `json:"size_bytes"`
 }
 
-// cleanOrphans plans with iceberg-go's Table.PlanOrphanFiles (every file
-// under the table location older than older-than that no metadata file,
-// manifest list, manifest, statistics file or metadata log entry
-// references; a referenced file whose scheme or authority differs from the
-// listing is an error) and then deletes exactly that plan with
-// Table.ExecuteOrphanCleanup, after checking each planned path lies under
-// the table location, that HEAD has not moved, and the BeforeCommit hook.
+// errOrphanGuard is wrapped by the error of a cleanup that the last guard
+// aborted.
+var errOrphanGuard = errors.New("orphan cleanup aborted, nothing deleted")
+
+// cleanOrphans plans with TMS's own planner (planOrphans), runs the last
+// guard over the plan, and deletes exactly that plan after checking that
+// HEAD has not moved and the BeforeCommit hook.
+//
+// TMS does not use iceberg-go's Table.PlanOrphanFiles: it compares spellings
+// that are not canonical (a relative listing against the absolute metadata
+// paths a hadoop catalog reports, so it plans the current metadata.json and
+// the whole metadata log of such a table), and it lists hidden files
+// (.crc, _SUCCESS, _temporary/) that Iceberg Java never deletes. Wrapping it
+// would not help: its plan would have to be re-checked against a second,
+// canonical reference set, which means reading every manifest twice, and
+// the guard needs that set anyway. ExecuteOrphanCleanup only takes
+// iceberg-go's own plan, so deletion is TMS's too.
 func (s *stepState) cleanOrphans(ctx context.Context, p orphanPolicy, log *zap.Logger) (string, error) {
-	plan, err := s.tbl.PlanOrphanFiles(ctx, table.WithFilesOlderThan(p.olderThan),
-		table.WithPrefixMismatchMode(table.PrefixMismatchError))
+	fsys, err := s.tbl.FS(ctx)
+	if err != nil {
+		return "", err
+	}
+	cwd, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("plan orphan files: %w", err)
 	}
-	loc := s.tbl.Location()
-	detail := &OrphanPlan{OlderThan: p.olderThan.String(), TotalBytes: plan.TotalSizeBytes(), Files: []OrphanFile{}}
-	for _, f := range plan.OrphanFiles() {
-		p := asLocation(f.Path, loc)
-		if !strings.HasPrefix(p, strings.TrimSuffix(loc, "/")+"/") {
-			return "", fmt.Errorf("planned orphan %s is not under the table location %s", f.Path, loc)
-		}
-		detail.Files = append(detail.Files, OrphanFile{Path: p, SizeBytes: f.SizeBytes})
+	pl := orphanPlanner{
+		canon:     pathCanon{schemes: p.equalSchemes, authorities: p.equalAuthorities, cwd: cwd},
+		olderThan: p.olderThan,
+		mismatch:  p.mismatch,
 	}
+	plan, err := pl.plan(ctx, s.tbl, fsys)
+	if err != nil {
+		return "", fmt.Errorf("plan orphan files: %w", err)
+	}
+	if err := plan.guard(); err != nil {
+		return "", err
+	}
+	detail := plan.detail(p.olderThan)
 	s.rep.Detail = detail
-	if len(detail.Files) == 0 {
+	if len(plan.files) == 0 {
 		return "", skip{fmt.Sprintf("no orphan files older than %s", p.olderThan)}
 	}
 	if s.r.opts.DryRun {
@@ -56,12 +83,386 @@ func (s *stepState) cleanOrphans(ctx context.Context, p orphanPolicy, log *zap.L
 	if err := s.gate(ctx); err != nil {
 		return "", err
 	}
-	res, err := s.tbl.ExecuteOrphanCleanup(ctx, plan)
-	if err != nil {
-		return "", fmt.Errorf("delete orphan files: %w", err)
+	deleted, err := plan.execute(ctx, fsys)
+	if len(deleted) < len(plan.files) {
+		s.rep.Detail = plan.subset(deleted).detail(p.olderThan)
 	}
-	log.Info("deleted orphan files", zap.Int("files", len(res.DeletedFiles)), zap.Int64("bytes", detail.TotalBytes))
-	return fmt.Sprintf("deleted %d orphan files (%d bytes) older than %s", len(res.DeletedFiles), detail.TotalBytes, p.olderThan), nil
+	if err != nil {
+		return "", fmt.Errorf("delete orphan files (%d of %d deleted): %w", len(deleted), len(plan.files), err)
+	}
+	log.Info("deleted orphan files", zap.Int("files", len(deleted)), zap.Int64("bytes", detail.TotalBytes))
+	return fmt.Sprintf("deleted %d orphan files (%d bytes) older than %s", len(deleted), detail.TotalBytes, p.olderThan), nil
+}
+
+// orphanPlanner finds the files under a table's location that it does not
+// reference.
+type orphanPlanner struct {
+	canon     pathCanon
+	olderThan time.Duration
+	mismatch  table.PrefixMismatchMode
+}
+
+// orphanPlan is a planned cleanup: the orphans, and the reference set they
+// were planned against (for the guard).
+type orphanPlan struct {
+	files    []plannedOrphan
+	refs     *orphanRefs
+	location string
+}
+
+// plannedOrphan is one orphan: path is the listed spelling, the one deleted.
+type plannedOrphan struct {
+	path  string
+	canon canonPath
+	size  int64
+}
+
+// plan lists every file under the table location older than olderThan
+// that is not hidden (hiddenFilter) and whose canonical path is not in the
+// reference set, reading the reference set at the same time. Both sides go
+// through the same canonicalization. A listed file whose path equals a
+// reference's but under another scheme or authority is handled as the
+// prefix-mismatch mode says; every orphan must lie under the location.
+func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.IO) (*orphanPlan, error) {
+	lister, ok := fsys.(iceio.ListableIO)
+	if !ok {
+		return nil, fmt.Errorf("file IO %T cannot list directories", fsys)
+	}
+	loc := tbl.Location()
+	locCanon := pl.canon.canon(loc)
+	filter := newHiddenFilter(tbl.Metadata().PartitionSpecs())
+	cutoff := time.Now().Add(-pl.olderThan)
+
+	var refs *orphanRefs
+	var listed []plannedOrphan
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		refs, err = pl.references(gctx, tbl, fsys)
+		return err
+	})
+	g.Go(func() error {
+		return lister.WalkDir(loc, func(p string, d stdfs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			c := pl.canon.canon(p)
+			rel, under := strings.CutPrefix(c.full, strings.TrimSuffix(locCanon.full, "/")+"/")
+			if d.IsDir() {
+				if under && filter.hiddenName(d.Name()) {
+					return stdfs.SkipDir
+				}
+				return nil
+			}
+			if under && filter.hiddenRel(rel) {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if !info.ModTime().Before(cutoff) {
+				return nil
+			}
+			listed = append(listed, plannedOrphan{path: p, canon: c, size: info.Size()})
+			return nil
+		})
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+
+	plan := &orphanPlan{refs: refs, location: loc}
+	for _, f := range listed {
+		if _, ok := refs.full[f.canon.full]; ok {
+			continue
+		}
+		other, ok := refs.byKey[f.canon.key]
+		if !ok && f.canon.key != f.canon.full {
+			other, ok = refs.full[f.canon.key]
+		}
+		if ok {
+			switch pl.mismatch {
+			case table.PrefixMismatchIgnore:
+				continue
+			case table.PrefixMismatchDelete:
+			default:
+				return nil, fmt.Errorf("prefix mismatch: listed %s and referenced %s are the same path under another scheme or authority "+
+					"(map them with equal-schemes or equal-authorities, or set prefix-mismatch-mode to ignore or delete)", f.path, other)
+			}
+		}
+		if !f.canon.under(locCanon) {
+			return nil, fmt.Errorf("planned orphan %s is not under the table location %s", f.path, loc)
+		}
+		plan.files = append(plan.files, f)
+	}
+	return plan, nil
+}
+
+// orphanRefs is the reference set of a table, canonical.
+type orphanRefs struct {
+	// full maps a canonical path to the spelling the metadata uses.
+	full map[string]string
+	// byKey maps the path part of a referenced URI (scheme://authority/…)
+	// to its spelling, to find a listed file that differs only in scheme or
+	// authority.
+	byKey map[string]string
+	// base maps the base name of every referenced file to its spelling.
+	base map[string]string
+	// current is the current metadata file.
+	current    canonPath
+	currentRaw string
+	// logged maps the normalized base name (metadataBase) of the current
+	// metadata file and every metadata log entry to its spelling.
+	logged map[string]string
+	// metaDirs are the folders metadata files live in: location/metadata
+	// and the folder of every logged metadata file.
+	metaDirs []canonPath
+}
+
+func (r *orphanRefs) add(c pathCanon, p string) {
+	if p == "" {
+		return
+	}
+	r.addCanon(c.canon(p), p)
+}
+
+func (r *orphanRefs) addCanon(cp canonPath, p string) {
+	r.full[cp.full] = p
+	if cp.key != cp.full {
+		r.byKey[cp.key] = p
+	}
+	r.base[path.Base(cp.full)] = p
+}
+
+// references returns every file the table references: the current
+// metadata file and every metadata log entry, version-hint.text (hadoop
+// tables; Iceberg Java counts it whether or not it exists), statistics and
+// partition-statistics files, and for every snapshot its manifest list,
+// manifests and their live entries (data files, position, equality and
+// deletion-vector delete files, and the data file a deletion vector
+// references). DELETED entries are skipped as Iceberg Java and iceberg-go
+// skip them: no snapshot can read such a file unless an older snapshot's
+// manifest lists it live, and then that entry references it. Manifest lists
+// and unique manifests are read GOMAXPROCS at a time, as iceberg-go does.
+func (pl orphanPlanner) references(ctx context.Context, tbl *table.Table, fsys iceio.IO) (*orphanRefs, error) {
+	meta := tbl.Metadata()
+	r := &orphanRefs{full: map[string]string{}, byKey: map[string]string{}, base: map[string]string{}, logged: map[string]string{}}
+	c := pl.canon
+	logged := func(p string) {
+		cp := c.canon(p)
+		r.addCanon(cp, p)
+		r.logged[metadataBase(path.Base(cp.full))] = p
+		dir := canonPath{full: path.Dir(cp.full), key: path.Dir(cp.key)}
+		if !slices.Contains(r.metaDirs, dir) {
+			r.metaDirs = append(r.metaDirs, dir)
+		}
+	}
+	r.currentRaw = tbl.MetadataLocation()
+	r.current = c.canon(r.currentRaw)
+	logged(r.currentRaw)
+	for e := range meta.PreviousFiles() {
+		logged(e.MetadataFile)
+	}
+	metaDir := strings.TrimSuffix(tbl.Location(), "/") + "/metadata"
+	if md := c.canon(metaDir); !slices.Contains(r.metaDirs, md) {
+		r.metaDirs = append(r.metaDirs, md)
+	}
+	r.add(c, metaDir+"/version-hint.text")
+	for st := range meta.Statistics() {
+		r.add(c, st.StatisticsPath)
+	}
+	for st := range meta.PartitionStatistics() {
+		r.add(c, st.StatisticsPath)
+	}
+
+	snaps := meta.Snapshots()
+	workers := runtime.GOMAXPROCS(0)
+	lists := make([][]iceberg.ManifestFile, len(snaps))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i := range snaps {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			mans, err := snaps[i].Manifests(fsys)
+			if err != nil {
+				return fmt.Errorf("read manifest list %s: %w", snaps[i].ManifestList, err)
+			}
+			lists[i] = mans
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var unique []iceberg.ManifestFile
+	seen := map[string]bool{}
+	for i, snap := range snaps {
+		r.add(c, snap.ManifestList)
+		for _, m := range lists[i] {
+			if !seen[m.FilePath()] {
+				seen[m.FilePath()] = true
+				unique = append(unique, m)
+				r.add(c, m.FilePath())
+			}
+		}
+	}
+
+	type entry struct {
+		canon canonPath
+		raw   string
+	}
+	found := make([][]entry, len(unique))
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i, m := range unique {
+		g.Go(func() error {
+			var out []entry
+			for e, err := range m.Entries(fsys, true) {
+				if err != nil {
+					return fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+				}
+				if err := gctx.Err(); err != nil {
+					return err
+				}
+				df := e.DataFile()
+				out = append(out, entry{c.canon(df.FilePath()), df.FilePath()})
+				if ref := df.ReferencedDataFile(); ref != nil && *ref != "" {
+					out = append(out, entry{c.canon(*ref), *ref})
+				}
+			}
+			found[i] = out
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for _, out := range found {
+		for _, e := range out {
+			r.addCanon(e.canon, e.raw)
+		}
+	}
+	return r, nil
+}
+
+// guard is the last check before anything is deleted, independent of how
+// the plan matched paths: the cleanup aborts whole, naming both paths, if a
+// planned orphan is the current metadata file, has the base name of any
+// referenced file, or is a metadata-shaped file (metadataShaped) in a
+// metadata folder whose name, compression spelling aside, is that of the
+// current metadata file or a metadata log entry. Iceberg file names carry
+// UUIDs, so a real orphan never shares a referenced file's base name.
+func (p *orphanPlan) guard() error {
+	r := p.refs
+	for _, o := range p.files {
+		if o.canon.full == r.current.full {
+			return fmt.Errorf("%w: planned orphan %s is the current metadata file %s", errOrphanGuard, o.path, r.currentRaw)
+		}
+		base := path.Base(o.canon.full)
+		if ref, ok := r.base[base]; ok {
+			return fmt.Errorf("%w: planned orphan %s has the base name of referenced file %s", errOrphanGuard, o.path, ref)
+		}
+		if !metadataShaped(base) {
+			continue
+		}
+		dir := path.Dir(o.canon.full)
+		inMeta := slices.ContainsFunc(r.metaDirs, func(m canonPath) bool { return m.full == dir })
+		if ref, ok := r.logged[metadataBase(base)]; ok && inMeta {
+			return fmt.Errorf("%w: planned orphan %s is a metadata file named by the metadata log entry %s", errOrphanGuard, o.path, ref)
+		}
+	}
+	return nil
+}
+
+// metadataShaped reports whether base is the name of a file Iceberg keeps
+// in the metadata folder: a metadata.json (plain or gzip, in either
+// spelling), version-hint.text, a manifest list (snap-*.avro) or a manifest
+// (*-m<N>.avro).
+func metadataShaped(base string) bool {
+	switch {
+	case base == "version-hint.text",
+		strings.HasSuffix(base, ".metadata.json"),
+		strings.HasSuffix(base, ".metadata.json.gz"),
+		strings.HasPrefix(base, "snap-") && strings.HasSuffix(base, ".avro"):
+		return true
+	case strings.HasSuffix(base, ".avro"):
+		i := strings.LastIndex(base, "-m")
+		return i >= 0 && strings.Trim(base[i+2:len(base)-len(".avro")], "0123456789") == ""
+	}
+	return false
+}
+
+// metadataBase names a metadata.json without its compression spelling:
+// v3.gz.metadata.json and v3.metadata.json.gz are v3.metadata.json.
+func metadataBase(base string) string {
+	if b, ok := strings.CutSuffix(base, ".gz.metadata.json"); ok {
+		return b + ".metadata.json"
+	}
+	if b, ok := strings.CutSuffix(base, ".metadata.json.gz"); ok {
+		return b + ".metadata.json"
+	}
+	return base
+}
+
+// execute deletes exactly the planned files, by their listed spelling,
+// and returns those deleted. A file already gone counts as deleted.
+func (p *orphanPlan) execute(ctx context.Context, fsys iceio.IO) ([]string, error) {
+	paths := make([]string, len(p.files))
+	for i, f := range p.files {
+		paths[i] = f.path
+	}
+	if b, ok := fsys.(iceio.BulkRemovableIO); ok {
+		return b.DeleteFiles(ctx, paths)
+	}
+	var deleted []string
+	var errs []error
+	for _, f := range paths {
+		if err := ctx.Err(); err != nil {
+			return deleted, errors.Join(append(errs, err)...)
+		}
+		if err := fsys.Remove(f); err != nil && !errors.Is(err, stdfs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		deleted = append(deleted, f)
+	}
+	return deleted, errors.Join(errs...)
+}
+
+// subset returns the plan restricted to the listed paths in keep.
+func (p *orphanPlan) subset(keep []string) *orphanPlan {
+	out := *p
+	out.files = slices.DeleteFunc(slices.Clone(p.files), func(f plannedOrphan) bool { return !slices.Contains(keep, f.path) })
+	return &out
+}
+
+// detail is the plan as the type's Detail reports it, paths spelled the way
+// the table location spells them.
+func (p *orphanPlan) detail(olderThan time.Duration) *OrphanPlan {
+	d := &OrphanPlan{OlderThan: olderThan.String(), Files: []OrphanFile{}}
+	for _, f := range p.files {
+		d.Files = append(d.Files, OrphanFile{Path: displayPath(f, p.location), SizeBytes: f.size})
+		d.TotalBytes += f.size
+	}
+	return d
+}
+
+// displayPath spells a listed path for the report: a URI as listed; a
+// local path absolute, as a file:// URL when the location is a file: URI
+// (iceberg-go's local FileIO lists plain OS paths under a file:// location).
+func displayPath(f plannedOrphan, loc string) string {
+	if strings.Contains(f.path, "://") {
+		return f.path
+	}
+	if s, _, ok := splitScheme(loc); ok && s == "file" {
+		return "file://" + f.canon.full
+	}
+	return f.canon.full
 }
 
 // asLocation spells a listed path the way the table location spells it:

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/apache/iceberg-go/table"
 )
 
 // ErrInvalidPolicy is wrapped by every policy validation error and by
@@ -86,6 +89,12 @@ type expiryPolicy struct {
 // orphanPolicy is the parsed content of an orphan-cleanup policy.
 type orphanPolicy struct {
 	olderThan time.Duration
+	// equalSchemes and equalAuthorities are flattened (one name → its
+	// canonical name); equalSchemes includes Spark's s3a,s3n → s3 unless
+	// the policy maps those names elsewhere.
+	equalSchemes     map[string]string
+	equalAuthorities map[string]string
+	mismatch         table.PrefixMismatchMode
 }
 
 // content is a policy content object split into top-level fields and
@@ -429,7 +438,73 @@ func parseOrphans(raw json.RawMessage) (p orphanPolicy, err error) {
 		}
 		p.olderThan = d
 	}
+	schemes, err := c.equivalences(true, "rewriteOptions.equal-schemes", "equal-schemes", "equalSchemes")
+	if err != nil {
+		return p, err
+	}
+	p.equalSchemes = maps.Clone(defaultEqualSchemes)
+	maps.Copy(p.equalSchemes, schemes)
+	if p.equalAuthorities, err = c.equivalences(false, "rewriteOptions.equal-authorities", "equal-authorities", "equalAuthorities"); err != nil {
+		return p, err
+	}
+	mode, field, err := c.string("rewriteOptions.prefix-mismatch-mode", "prefix-mismatch-mode", "prefixMismatchMode")
+	if err != nil {
+		return p, err
+	}
+	switch strings.ToLower(mode) {
+	case "", "error":
+		p.mismatch = table.PrefixMismatchError
+	case "ignore":
+		p.mismatch = table.PrefixMismatchIgnore
+	case "delete":
+		p.mismatch = table.PrefixMismatchDelete
+	default:
+		return p, fieldErr(field, "want error, ignore or delete, got %q", mode)
+	}
 	return p, c.leftover()
+}
+
+// equivalences reads a Spark-style equivalence map, a JSON object (or a
+// string holding one, as Gravitino stores rewriteOptions) from
+// comma-separated names to the canonical name, e.g. {"s3a,s3n": "s3"}, and
+// returns it flattened. schemes selects scheme syntax (folded to lower
+// case) over authority syntax.
+func (c *content) equivalences(schemes bool, names ...string) (map[string]string, error) {
+	raw, field, ok := c.take(names...)
+	if !ok {
+		return map[string]string{}, nil
+	}
+	what, example := "authorities", `{"host-a:8020,host-b:8020": "nameservice1"}`
+	if schemes {
+		what, example = "schemes", `{"s3a,s3n": "s3"}`
+	}
+	bad := func(format string, args ...any) error {
+		return fieldErr(field, "want a JSON object mapping comma-separated %s to one, e.g. %s: %s", what, example, fmt.Sprintf(format, args...))
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		raw = json.RawMessage(s)
+	}
+	var groups map[string]string
+	if err := json.Unmarshal(raw, &groups); err != nil || groups == nil {
+		return nil, bad("got %s", raw)
+	}
+	flat, err := flattenEquivalences(groups, schemes)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	for from, to := range flat {
+		for _, n := range []string{from, to} {
+			if schemes {
+				if _, rest, ok := splitScheme(n + "://"); !ok || rest != "//" {
+					return nil, bad("%q is not a URI scheme", n)
+				}
+			} else if strings.ContainsAny(n, "/?# ") {
+				return nil, bad("%q is not a URI authority", n)
+			}
+		}
+	}
+	return flat, nil
 }
 
 func validatePolicy(t Type, raw json.RawMessage) error {
