@@ -1,0 +1,227 @@
+package testdata
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+)
+
+// foreignRow is one row of a foreign data recipe keyed by Iceberg field id;
+// a missing key or a nil value is NULL. Values are int32, int64, float64,
+// string, bool or time.Time (UTC, microsecond precision, for timestamptz).
+type foreignRow map[int]any
+
+// clone returns a copy of r that can be changed without changing r.
+func (r foreignRow) clone() foreignRow {
+	out := make(foreignRow, len(r))
+	for k, v := range r {
+		out[k] = v
+	}
+	return out
+}
+
+// foreignAmount, foreignNote and foreignTS draw the values of the columns
+// most foreign recipes share.
+func foreignAmount(rng *rand.Rand) float64 { return float64(rng.IntN(100_000)) / 100 }
+
+func foreignNote(rng *rand.Rand) any {
+	if rng.IntN(10) == 0 {
+		return nil
+	}
+	return fmt.Sprintf("note-%08x", rng.Uint32())
+}
+
+// foreignTS returns a time on day (days after epoch), at microsecond
+// precision.
+func foreignTS(rng *rand.Rand, day int) time.Time {
+	return epoch.AddDate(0, 0, day).Add(time.Duration(rng.Int64N(int64(24*time.Hour/time.Microsecond))) * time.Microsecond)
+}
+
+// foreignBatch turns rows into one record batch of sc whose i-th top-level
+// column holds field ids[i] of each row. The caller releases it.
+func foreignBatch(sc *arrow.Schema, ids []int, rows []foreignRow) (arrow.RecordBatch, error) {
+	if len(ids) != sc.NumFields() {
+		return nil, fmt.Errorf("%d field ids for %d columns", len(ids), sc.NumFields())
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	for _, row := range rows {
+		for i, id := range ids {
+			if err := appendForeignValue(b.Field(i), row[id]); err != nil {
+				return nil, fmt.Errorf("column %s: %w", sc.Field(i).Name, err)
+			}
+		}
+	}
+	return b.NewRecordBatch(), nil
+}
+
+// appendForeignValue appends v to b; nil appends NULL.
+func appendForeignValue(b array.Builder, v any) error {
+	if v == nil {
+		b.AppendNull()
+		return nil
+	}
+	ok := true
+	switch b := b.(type) {
+	case *array.Int32Builder:
+		var x int32
+		if x, ok = v.(int32); ok {
+			b.Append(x)
+		}
+	case *array.Int64Builder:
+		var x int64
+		if x, ok = v.(int64); ok {
+			b.Append(x)
+		}
+	case *array.Float64Builder:
+		var x float64
+		if x, ok = v.(float64); ok {
+			b.Append(x)
+		}
+	case *array.StringBuilder:
+		var x string
+		if x, ok = v.(string); ok {
+			b.Append(x)
+		}
+	case *array.BooleanBuilder:
+		var x bool
+		if x, ok = v.(bool); ok {
+			b.Append(x)
+		}
+	case *array.TimestampBuilder:
+		var x time.Time
+		if x, ok = v.(time.Time); ok {
+			b.Append(arrow.Timestamp(x.UnixMicro()))
+		}
+	default:
+		return fmt.Errorf("unsupported builder %T", b)
+	}
+	if !ok {
+		return fmt.Errorf("value %#v (%T) does not fit %T", v, v, b)
+	}
+	return nil
+}
+
+// topLevelIDs returns the field ids of sc's top-level fields in order.
+func topLevelIDs(sc *iceberg.Schema) []int {
+	ids := make([]int, 0, len(sc.Fields()))
+	for _, f := range sc.Fields() {
+		ids = append(ids, f.ID)
+	}
+	return ids
+}
+
+// expectedBatches renders the oracle rows in the Arrow form of sc with field
+// ids, as table.SchemaToArrowSchema writes it: one batch per 256 rows, so
+// that a consumer cannot rely on a single batch.
+func expectedBatches(sc *iceberg.Schema, rows []foreignRow) ([]arrow.RecordBatch, error) {
+	asc, err := table.SchemaToArrowSchema(sc, nil, true, false)
+	if err != nil {
+		return nil, err
+	}
+	ids := topLevelIDs(sc)
+	var out []arrow.RecordBatch
+	for lo := 0; lo < len(rows); lo += 256 {
+		rec, err := foreignBatch(asc, ids, rows[lo:min(lo+256, len(rows))])
+		if err != nil {
+			for _, b := range out {
+				b.Release()
+			}
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// parquetFile is a parquet file a foreign writer (not iceberg-go) put
+// under a table location.
+type parquetFile struct {
+	// Path is the OS path; Location the file:// URL metadata references.
+	Path, Location string
+	// Rows is the number of rows written; Size the file size in bytes.
+	Rows, Size int64
+}
+
+// writeForeignParquet writes rows as one parquet file at path with arrow-go's
+// pqarrow, the way Spark or Hive leave files: snappy-compressed, no
+// ARROW:schema key in the footer, and field ids in the parquet schema only if
+// the fields of sc carry PARQUET:field_id metadata. ids[i] is the row key of
+// the i-th column of sc.
+func writeForeignParquet(path string, sc *arrow.Schema, ids []int, rows []foreignRow) (parquetFile, error) {
+	rec, err := foreignBatch(sc, ids, rows)
+	if err != nil {
+		return parquetFile{}, err
+	}
+	defer rec.Release()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return parquetFile{}, err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return parquetFile{}, err
+	}
+	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy))
+	w, err := pqarrow.NewFileWriter(sc, f, props, pqarrow.NewArrowWriterProperties())
+	if err != nil {
+		_ = f.Close()
+		return parquetFile{}, err
+	}
+	if err := w.Write(rec); err != nil {
+		_ = w.Close()
+		return parquetFile{}, err
+	}
+	// Close closes f as well.
+	if err := w.Close(); err != nil {
+		return parquetFile{}, err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return parquetFile{}, err
+	}
+	return parquetFile{Path: path, Location: "file://" + filepath.ToSlash(path), Rows: rec.NumRows(), Size: st.Size()}, nil
+}
+
+// fileSchema returns the Arrow schema of a foreign file storing fields of
+// sc: with PARQUET:field_id metadata when withIDs, as plain names otherwise.
+func fileSchema(sc *iceberg.Schema, withIDs bool) (*arrow.Schema, error) {
+	return table.SchemaToArrowSchema(sc, nil, withIDs, false)
+}
+
+// appendForeignRows appends rows (in the Arrow form of the table's current
+// schema) as one iceberg-go append: one snapshot, one data file per
+// partition the rows touch.
+func appendForeignRows(ctx context.Context, tbl *table.Table, rows []foreignRow, props iceberg.Properties) (*table.Table, error) {
+	sc := tbl.Schema()
+	asc, err := table.SchemaToArrowSchema(sc, nil, true, false)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := foreignBatch(asc, topLevelIDs(sc), rows)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	rdr, err := array.NewRecordReader(asc, []arrow.RecordBatch{rec})
+	if err != nil {
+		return nil, err
+	}
+	defer rdr.Release()
+	tx := tbl.NewTransaction()
+	if err := tx.Append(ctx, rdr, props); err != nil {
+		return nil, err
+	}
+	return tx.Commit(ctx)
+}

@@ -1,0 +1,256 @@
+package testdata
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/stretchr/testify/require"
+)
+
+// foreignFiles is what a foreign table's current snapshot references.
+type foreignFiles struct {
+	data, eqDeletes, posDeletes []iceberg.DataFile
+}
+
+// liveFiles reads the current snapshot's manifests of tbl.
+func liveFiles(t *testing.T, tbl *table.Table) foreignFiles {
+	t.Helper()
+	fs, err := tbl.FS(t.Context())
+	require.NoError(t, err)
+	snap := tbl.CurrentSnapshot()
+	require.NotNil(t, snap)
+	manifests, err := snap.Manifests(fs)
+	require.NoError(t, err)
+	var out foreignFiles
+	for _, m := range manifests {
+		for e, err := range m.Entries(fs, true) {
+			require.NoError(t, err)
+			df := e.DataFile()
+			switch df.ContentType() {
+			case iceberg.EntryContentData:
+				out.data = append(out.data, df)
+			case iceberg.EntryContentEqDeletes:
+				out.eqDeletes = append(out.eqDeletes, df)
+			case iceberg.EntryContentPosDeletes:
+				out.posDeletes = append(out.posDeletes, df)
+			}
+		}
+	}
+	return out
+}
+
+// recordCount sums the record counts of files.
+func recordCount(files []iceberg.DataFile) int64 {
+	var n int64
+	for _, f := range files {
+		n += f.Count()
+	}
+	return n
+}
+
+// expectedRows counts the rows of f.Expected.
+func expectedRows(f ForeignTable) int64 {
+	var n int64
+	for _, b := range f.Expected {
+		n += b.NumRows()
+	}
+	return n
+}
+
+// footerColumn is one top-level column of a parquet file's schema.
+type footerColumn struct {
+	name    string
+	fieldID int32 // -1 when the file carries none
+}
+
+// footerColumns reads the top-level columns of the parquet file at location.
+func footerColumns(t *testing.T, location string) []footerColumn {
+	t.Helper()
+	path, err := localPath(location)
+	require.NoError(t, err)
+	rdr, err := file.OpenParquetFile(path, false)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, rdr.Close()) }()
+	root := rdr.MetaData().Schema.Root()
+	out := make([]footerColumn, root.NumFields())
+	for i := range out {
+		out[i] = footerColumn{name: root.Field(i).Name(), fieldID: root.Field(i).FieldID()}
+	}
+	return out
+}
+
+func columnNames(cols []footerColumn) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = c.name
+	}
+	return out
+}
+
+// requireExpectedSchema checks that f.Expected is in tbl's current schema
+// with field ids, as table.SchemaToArrowSchema writes it.
+func requireExpectedSchema(t *testing.T, f ForeignTable, tbl *table.Table) {
+	t.Helper()
+	want, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
+	require.NoError(t, err)
+	require.NotEmpty(t, f.Expected)
+	for _, b := range f.Expected {
+		require.True(t, want.Equal(b.Schema()), "expected batch schema\n%s\nwant\n%s", b.Schema(), want)
+	}
+}
+
+// requirePlanted checks the planted orphans and kept files exist and are
+// referenced by nothing in the current snapshot.
+func requirePlanted(t *testing.T, f ForeignTable, live foreignFiles) {
+	t.Helper()
+	require.GreaterOrEqual(t, len(f.Orphans), 2)
+	require.NotEmpty(t, f.Kept)
+	referenced := map[string]bool{}
+	for _, df := range slices.Concat(live.data, live.eqDeletes, live.posDeletes) {
+		p, err := localPath(df.FilePath())
+		require.NoError(t, err)
+		referenced[p] = true
+	}
+	for _, p := range slices.Concat(f.Orphans, f.Kept) {
+		require.FileExists(t, p)
+		require.False(t, referenced[p], "planted file %s is referenced", p)
+	}
+}
+
+// rowsByID renders batches as one string per column per row, keyed by the
+// value of column "id".
+func rowsByID(t *testing.T, batches []arrow.RecordBatch) map[string]map[string]string {
+	t.Helper()
+	out := map[string]map[string]string{}
+	for _, b := range batches {
+		idCol := slices.IndexFunc(b.Schema().Fields(), func(f arrow.Field) bool { return f.Name == "id" })
+		require.GreaterOrEqual(t, idCol, 0, "no id column in %s", b.Schema())
+		for r := range int(b.NumRows()) {
+			row := map[string]string{}
+			for c, col := range b.Columns() {
+				v := "<null>"
+				if !col.IsNull(r) {
+					v = col.ValueStr(r)
+				}
+				row[b.Schema().Field(c).Name] = v
+			}
+			out[row["id"]] = row
+		}
+	}
+	return out
+}
+
+// reportScan logs how iceberg-go's own scan of f's table differs from
+// Expected: rows missing, rows extra, and per column the number of rows
+// whose value differs. It asserts nothing about the scan: the reader is
+// being fixed elsewhere; this is the record of what it does today.
+func reportScan(t *testing.T, f ForeignTable, tbl *table.Table) {
+	t.Helper()
+	want := rowsByID(t, f.Expected)
+	got, err := scanAll(t.Context(), tbl)
+	if err != nil {
+		t.Logf("%s: iceberg-go scan failed: %v", f.Recipe, err)
+		return
+	}
+	defer func() {
+		for _, b := range got {
+			b.Release()
+		}
+	}()
+	have := rowsByID(t, got)
+	var missing, extra int
+	diff := map[string]int{}
+	for id, w := range want {
+		h, ok := have[id]
+		if !ok {
+			missing++
+			continue
+		}
+		for col, v := range w {
+			if h[col] != v {
+				diff[col]++
+			}
+		}
+	}
+	for id := range have {
+		if _, ok := want[id]; !ok {
+			extra++
+		}
+	}
+	cols := make([]string, 0, len(diff))
+	for c := range diff {
+		cols = append(cols, fmt.Sprintf("%s:%d", c, diff[c]))
+	}
+	sort.Strings(cols)
+	t.Logf("%s: iceberg-go scan: %d rows (expected %d), %d expected rows missing, %d extra, differing values per column %v",
+		f.Recipe, len(have), len(want), missing, extra, cols)
+}
+
+// scanAll reads tbl through iceberg-go's scan.
+func scanAll(ctx context.Context, tbl *table.Table) (out []arrow.RecordBatch, err error) {
+	_, itr, err := tbl.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for b, err := range itr {
+		if err != nil {
+			for _, o := range out {
+				o.Release()
+			}
+			return nil, err
+		}
+		b.Retain()
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// loadForeign builds recipe name and loads its table.
+func loadForeign(t *testing.T, name string) (ForeignTable, *table.Table) {
+	t.Helper()
+	f := BuildForeignT(t, name)
+	require.Equal(t, name, f.Recipe)
+	require.Equal(t, table.Identifier{"foreign", f.Ident[1]}, f.Ident)
+	cat, tbl, err := f.LoadTable(t.Context())
+	require.NoError(t, err)
+	closeCatalog(cat)
+	requireExpectedSchema(t, f, tbl)
+	return f, tbl
+}
+
+func TestForeignMigrated(t *testing.T) {
+	t.Parallel()
+	f, tbl := loadForeign(t, "foreign.migrated")
+	specs := tbl.Metadata().PartitionSpecs()
+	require.Len(t, specs, 2)
+	require.Equal(t, 1, specs[0].NumFields())
+	require.Equal(t, 2, specs[1].NumFields())
+
+	live := liveFiles(t, tbl)
+	perSpec := map[int32]int{}
+	for _, df := range live.data {
+		perSpec[df.SpecID()]++
+		spec := specs[df.SpecID()]
+		names := columnNames(footerColumns(t, df.FilePath()))
+		for _, pf := range spec.Fields() {
+			src, ok := tbl.Schema().FindFieldByID(pf.SourceID())
+			require.True(t, ok)
+			require.NotContains(t, names, src.Name, "file %s stores its partition column", df.FilePath())
+			require.NotNil(t, df.Partition()[pf.FieldID], "file %s has no value for %s", df.FilePath(), pf.Name)
+		}
+		for _, c := range footerColumns(t, df.FilePath()) {
+			require.Positive(t, c.fieldID, "column %s of %s has no field id", c.name, df.FilePath())
+		}
+	}
+	require.Equal(t, map[int32]int{0: len(migratedPhase1), 1: len(migratedPhase2)}, perSpec)
+	require.Equal(t, recordCount(live.data), expectedRows(f))
+	requirePlanted(t, f, live)
+	reportScan(t, f, tbl)
+}
