@@ -2,7 +2,8 @@ package testdata
 
 import "context"
 
-func buildNameMapped(ctx context.Context, dir string) (ForeignTable, error) { return ForeignTable{}, nil }
-func buildEvolved(ctx context.Context, dir string) (ForeignTable, error) { return ForeignTable{}, nil }
+func buildEvolved(ctx context.Context, dir string) (ForeignTable, error)  { return ForeignTable{}, nil }
 func buildDefaults(ctx context.Context, dir string) (ForeignTable, error) { return ForeignTable{}, nil }
-func buildCrossPartitionEqDeletes(ctx context.Context, dir string) (ForeignTable, error) { return ForeignTable{}, nil }
+func buildCrossPartitionEqDeletes(ctx context.Context, dir string) (ForeignTable, error) {
+	return ForeignTable{}, nil
+}

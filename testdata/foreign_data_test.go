@@ -254,3 +254,37 @@ func TestForeignMigrated(t *testing.T) {
 	requirePlanted(t, f, live)
 	reportScan(t, f, tbl)
 }
+
+func TestForeignNameMapped(t *testing.T) {
+	t.Parallel()
+	f, tbl := loadForeign(t, "foreign.name-mapped")
+	mapping := tbl.NameMapping()
+	require.NotNil(t, mapping, "no %s", table.DefaultNameMappingKey)
+	i := slices.IndexFunc(mapping, func(m iceberg.MappedField) bool { return m.ID() == nameMappedCustomer })
+	require.GreaterOrEqual(t, i, 0)
+	require.ElementsMatch(t, []string{"customer", "buyer"}, mapping[i].Names)
+	_, renamed := tbl.Schema().FindFieldByName("buyer")
+	require.True(t, renamed)
+
+	live := liveFiles(t, tbl)
+	require.Len(t, live.data, len(nameMappedBefore)+len(nameMappedAfter))
+	byName := map[string]int{}
+	for _, df := range live.data {
+		cols := footerColumns(t, df.FilePath())
+		for _, c := range cols {
+			require.EqualValues(t, -1, c.fieldID, "column %s of %s has a field id", c.name, df.FilePath())
+		}
+		names := columnNames(cols)
+		switch {
+		case slices.Contains(names, "customer"):
+			byName["customer"]++
+		case slices.Contains(names, "buyer"):
+			byName["buyer"]++
+		}
+		require.NotNil(t, df.Partition()[1000], "file %s has no region", df.FilePath())
+	}
+	require.Equal(t, map[string]int{"customer": len(nameMappedBefore), "buyer": len(nameMappedAfter)}, byName)
+	require.Equal(t, recordCount(live.data), expectedRows(f))
+	requirePlanted(t, f, live)
+	reportScan(t, f, tbl)
+}
