@@ -79,6 +79,9 @@ type CompactionDetail struct {
 	// RemovedDeleteFiles counts delete files that were dead after the
 	// rewrite and removed beyond those the groups expunged themselves.
 	RemovedDeleteFiles int `json:"removed_delete_files"`
+	// Verified holds the pre-commit verifier's checks, one per commit
+	// attempted (see Verification).
+	Verified []Verification `json:"verified,omitempty"`
 }
 
 // GroupReport is one compaction file group: its partition, what it read,
@@ -91,6 +94,9 @@ type GroupReport struct {
 	OutputFiles int    `json:"output_files"`
 	OutputBytes int64  `json:"output_bytes"`
 	ElapsedMs   int64  `json:"elapsed_ms"`
+	// FilledFiles counts the input files that lack an identity-partition
+	// column, read with it filled from their partition tuple.
+	FilledFiles int `json:"filled_files,omitempty"`
 }
 
 // compact decides from S0 whether the table needs compaction, plans file
@@ -138,7 +144,7 @@ func (s *stepState) compact(ctx context.Context, p compactionPolicy, log *zap.Lo
 	if err != nil {
 		return "", err
 	}
-	if err := s.commitGroups(ctx, results, p, detail); err != nil {
+	if err := s.commitGroups(ctx, groups, results, p, detail); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s: rewrote %d files (%d bytes) into %d (%d bytes) in %d groups, %d commits",
@@ -260,6 +266,10 @@ func groupConcurrency(n, limit, procs int) int {
 func (s *stepState) executeGroups(ctx context.Context, groups []compaction.Group, target int64, maxConcurrent int,
 	detail *CompactionDetail, log *zap.Logger,
 ) ([]table.CompactionGroupResult, error) {
+	plans, err := s.prepareGroups(ctx, groups, detail)
+	if err != nil {
+		return nil, err
+	}
 	procs := runtime.GOMAXPROCS(0)
 	conc := groupConcurrency(len(groups), maxConcurrent, procs)
 	results := make([]table.CompactionGroupResult, len(groups))
@@ -275,14 +285,9 @@ func (s *stepState) executeGroups(ctx context.Context, groups []compaction.Group
 		eg.Go(func() error {
 			start := time.Now()
 			batchRows, buffered := groupBuffering(g.Tasks, conc)
-			res, err := table.ExecuteCompactionGroup(gctx, s.tbl, table.CompactionTaskGroup{
-				PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes,
-			},
-				table.WithCompactionTargetFileSize(target),
-				table.WithCompactionScanConcurrency(max(1, procs/conc)),
-				table.WithCompactionArrowBatchSize(batchRows),
-				table.WithCompactionRecordBatchBufferSize(buffered),
-			)
+			res, err := s.rewriteGroup(gctx, g, plans[i], groupOptions{
+				target: target, scanConcurrency: max(1, procs/conc), batchRows: batchRows, buffered: buffered,
+			})
 			if err != nil {
 				return fmt.Errorf("rewrite group %q: %w", g.PartitionKey, err)
 			}
@@ -309,12 +314,14 @@ func (s *stepState) executeGroups(ctx context.Context, groups []compaction.Group
 
 // commitGroups commits the rewritten groups: all in one snapshot, or with
 // partial progress in up to maxCommits snapshots of consecutive groups.
-func (s *stepState) commitGroups(ctx context.Context, results []table.CompactionGroupResult, p compactionPolicy, detail *CompactionDetail) error {
+func (s *stepState) commitGroups(ctx context.Context, groups []compaction.Group, results []table.CompactionGroupResult, p compactionPolicy, detail *CompactionDetail) error {
 	batches := [][]table.CompactionGroupResult{results}
+	groupBatches := [][]compaction.Group{groups}
 	if p.partialProgress {
 		n := min(int(p.maxCommits), len(results))
 		size := (len(results) + n - 1) / n
 		batches = slices.Collect(slices.Chunk(results, size))
+		groupBatches = slices.Collect(slices.Chunk(groups, size))
 	}
 	var dead []iceberg.DataFile
 	if len(batches) == 1 {
@@ -323,7 +330,18 @@ func (s *stepState) commitGroups(ctx context.Context, results []table.Compaction
 			return err
 		}
 	}
-	for _, batch := range batches {
+	for bi, batch := range batches {
+		var tasks []table.FileScanTask
+		var added []iceberg.DataFile
+		for i, gr := range batch {
+			tasks = append(tasks, groupBatches[bi][i].Tasks...)
+			added = append(added, gr.NewDataFiles...)
+		}
+		ver, err := verifyRewrite(s.tbl.Metadata(), tasks, added)
+		detail.Verified = append(detail.Verified, ver)
+		if err != nil {
+			return err
+		}
 		if err := s.gate(ctx); err != nil {
 			return err
 		}

@@ -6,9 +6,15 @@
 // delete files. It is how compaction and the other maintenance types are
 // verified not to have lost, duplicated or changed a row.
 //
-// It owns reading rows through iceberg-go's scan, streaming one Arrow batch at
-// a time (memory stays bounded by the scan's batch size, not the table size).
-// It must never write to a table and never log.
+// It reads rows the way the Iceberg spec says a reader must (package
+// internal/faithful, on top of iceberg-go's scan): a column a data file does
+// not store takes the file's identity-partition value, else its
+// initial-default, else NULL; files without field ids go through the name
+// mapping; a file that cannot be read exactly is an error naming it, never a
+// checksum. So a rewrite that turned partition values into NULL changes the
+// checksum, even though iceberg-go alone reads both as NULL. Rows stream one
+// Arrow batch at a time (memory stays bounded by the scan's batch size, not
+// the table size). It must never write to a table and never log.
 //
 // # Digest
 //
@@ -46,6 +52,8 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 	"github.com/zeebo/xxh3"
+
+	"github.com/tms-dev/tms/internal/faithful"
 )
 
 // ErrNoSuchSnapshot is wrapped by Table's error when the requested snapshot
@@ -89,7 +97,19 @@ func Table(ctx context.Context, tbl *table.Table, snapshotID int64) (Result, err
 	if err != nil {
 		return Result{}, fmt.Errorf("schema of snapshot %d: %w", snap.SnapshotID, err)
 	}
-	_, records, err := scan.ToArrowRecords(ctx)
+	tasks, err := scan.PlanFiles(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("plan snapshot %d: %w", snap.SnapshotID, err)
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	plan, err := faithful.Prepare(ctx, tbl.Metadata(), fs, schema, tasks)
+	if err != nil {
+		return Result{}, fmt.Errorf("snapshot %d: %w", snap.SnapshotID, err)
+	}
+	_, records, err := faithful.Read(ctx, tbl, plan, table.WithSnapshotID(snap.SnapshotID))
 	if err != nil {
 		return Result{}, fmt.Errorf("scan snapshot %d: %w", snap.SnapshotID, err)
 	}
