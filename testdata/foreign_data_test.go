@@ -288,3 +288,38 @@ func TestForeignNameMapped(t *testing.T) {
 	requirePlanted(t, f, live)
 	reportScan(t, f, tbl)
 }
+
+func TestForeignEvolved(t *testing.T) {
+	t.Parallel()
+	f, tbl := loadForeign(t, "foreign.evolved")
+	specs := tbl.Metadata().PartitionSpecs()
+	require.Len(t, specs, 2)
+	require.True(t, specs[0].IsUnpartitioned())
+	require.Equal(t, 1, specs[1].NumFields())
+	require.GreaterOrEqual(t, len(tbl.Metadata().Schemas()), 2)
+	sc := tbl.Schema()
+	_, dropped := sc.FindFieldByID(evolvedOldAmount)
+	require.False(t, dropped, "old amount (id 3) is still in the schema")
+	amount, ok := sc.FindFieldByName("amount")
+	require.True(t, ok)
+	require.Equal(t, evolvedAmount, amount.ID)
+
+	live := liveFiles(t, tbl)
+	perSpec := map[int32]int{}
+	var oldLayout int
+	for _, df := range live.data {
+		perSpec[df.SpecID()]++
+		cols := footerColumns(t, df.FilePath())
+		if slices.Contains(columnNames(cols), "category") {
+			oldLayout++
+			i := slices.IndexFunc(cols, func(c footerColumn) bool { return c.name == "amount" })
+			require.GreaterOrEqual(t, i, 0)
+			require.EqualValues(t, evolvedOldAmount, cols[i].fieldID, "phase-1 amount is the dropped column")
+		}
+	}
+	require.Equal(t, map[int32]int{0: 3, 1: 2 * evolvedDays}, perSpec)
+	require.Equal(t, 2, oldLayout, "phase-1 files in the original schema")
+	require.Equal(t, recordCount(live.data), expectedRows(f))
+	requirePlanted(t, f, live)
+	reportScan(t, f, tbl)
+}
