@@ -323,3 +323,34 @@ func TestForeignEvolved(t *testing.T) {
 	requirePlanted(t, f, live)
 	reportScan(t, f, tbl)
 }
+
+func TestForeignDefaults(t *testing.T) {
+	t.Parallel()
+	f, tbl := loadForeign(t, "foreign.defaults")
+	require.Equal(t, 3, tbl.Metadata().Version())
+	priority, ok := tbl.Schema().FindFieldByID(defaultsPriority)
+	require.True(t, ok)
+	require.True(t, priority.Required)
+	require.EqualValues(t, defaultsPriorityInitial, priority.InitialDefault)
+	require.EqualValues(t, defaultsPriorityWrite, priority.WriteDefault)
+	channel, ok := tbl.Schema().FindFieldByID(defaultsChannel)
+	require.True(t, ok)
+	require.False(t, channel.Required)
+	require.EqualValues(t, defaultsChannelInitial, channel.InitialDefault)
+	require.EqualValues(t, defaultsChannelWrite, channel.WriteDefault)
+
+	live := liveFiles(t, tbl)
+	var without int
+	for _, df := range live.data {
+		names := columnNames(footerColumns(t, df.FilePath()))
+		if !slices.Contains(names, "priority") {
+			require.NotContains(t, names, "channel")
+			without++
+		}
+	}
+	require.Equal(t, len(defaultsBefore)*defaultsDays, without, "files written before the columns were added")
+	require.Len(t, live.data, (len(defaultsBefore)+len(defaultsAfter))*defaultsDays)
+	require.Equal(t, recordCount(live.data), expectedRows(f))
+	requirePlanted(t, f, live)
+	reportScan(t, f, tbl)
+}
