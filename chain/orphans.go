@@ -118,11 +118,9 @@ type plannedOrphan struct {
 }
 
 // plan lists every file under the table location older than olderThan
-// that is not hidden (hiddenFilter) and whose canonical path is not in the
-// reference set, reading the reference set at the same time. Both sides go
-// through the same canonicalization. A listed file whose path equals a
-// reference's but under another scheme or authority is handled as the
-// prefix-mismatch mode says; every orphan must lie under the location.
+// that is not hidden (hiddenFilter), reading the reference set at the same
+// time, and keeps those match finds unreferenced. Both sides go through
+// the same canonicalization.
 func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.IO) (*orphanPlan, error) {
 	lister, ok := fsys.(iceio.ListableIO)
 	if !ok {
@@ -174,7 +172,20 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 		return nil, err
 	}
 
-	plan := &orphanPlan{refs: refs, location: loc}
+	files, err := pl.match(listed, refs, loc)
+	if err != nil {
+		return nil, err
+	}
+	return &orphanPlan{files: files, refs: refs, location: loc}, nil
+}
+
+// match returns the listed files that refs does not reference. A listed
+// file whose path a reference names under another scheme or authority is
+// an error, kept or an orphan as the prefix-mismatch mode says; an orphan
+// not under the location loc is an error.
+func (pl orphanPlanner) match(listed []plannedOrphan, refs *orphanRefs, loc string) ([]plannedOrphan, error) {
+	locCanon := pl.canon.canon(loc)
+	var out []plannedOrphan
 	for _, f := range listed {
 		if _, ok := refs.full[f.canon.full]; ok {
 			continue
@@ -196,9 +207,9 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 		if !f.canon.under(locCanon) {
 			return nil, fmt.Errorf("planned orphan %s is not under the table location %s", f.path, loc)
 		}
-		plan.files = append(plan.files, f)
+		out = append(out, f)
 	}
-	return plan, nil
+	return out, nil
 }
 
 // orphanRefs is the reference set of a table, canonical.

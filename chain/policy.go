@@ -481,12 +481,13 @@ func (c *content) equivalences(schemes bool, names ...string) (map[string]string
 	bad := func(format string, args ...any) error {
 		return fieldErr(field, "want a JSON object mapping comma-separated %s to one, e.g. %s: %s", what, example, fmt.Sprintf(format, args...))
 	}
+	obj := raw
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		raw = json.RawMessage(s)
+		obj = json.RawMessage(s)
 	}
 	var groups map[string]string
-	if err := json.Unmarshal(raw, &groups); err != nil || groups == nil {
+	if err := json.Unmarshal(obj, &groups); err != nil || groups == nil {
 		return nil, bad("got %s", raw)
 	}
 	flat, err := flattenEquivalences(groups, schemes)

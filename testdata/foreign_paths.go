@@ -248,11 +248,14 @@ func buildRelative(ctx context.Context, dir string) (ForeignTable, error) {
 }
 
 // buildFileURI builds foreign.file-uri in a testdata-style SQL catalog: the
-// table location is "file:/abs/…" (Hadoop's Path.toString spelling, so the
-// metadata files and the first append's data files are spelled that way),
-// the second append is written after setting write.data.path to
-// "file:///abs/…/data", and iceberg-go's local FileIO lists bare "/abs/…"
-// paths: three spellings of one folder.
+// table location is "file:/abs/…" (Hadoop's Path.toString spelling), so the
+// metadata files and the first append's data files are spelled that way.
+// The second append's files are written by iceberg-go too, then committed
+// (DataFileBuilder + AddDataFiles, every field copied from what the writer
+// returned) under other spellings of the same files: "file:///abs/…" and
+// bare "/abs/…". iceberg-go's local FileIO lists bare paths. (The table
+// property write.data.path would have been the natural way, but
+// iceberg-go's partitioned writer ignores it.)
 func buildFileURI(ctx context.Context, dir string) (ForeignTable, error) {
 	b := newPathBuild("foreign.file-uri")
 	b.root = filepath.Join(dir, "warehouse", "foreign", "file_uri")
@@ -273,9 +276,8 @@ func buildFileURI(ctx context.Context, dir string) (ForeignTable, error) {
 		return ForeignTable{}, err
 	}
 	spec := pathSpec("category")
-	slash := filepath.ToSlash(b.root)
 	tbl, err := cat.CreateTable(ctx, ident, Schema(), catalog.WithPartitionSpec(&spec),
-		catalog.WithLocation("file:"+slash),
+		catalog.WithLocation("file:"+filepath.ToSlash(b.root)),
 		catalog.WithProperties(iceberg.Properties{"format-version": "2"}))
 	if err != nil {
 		return ForeignTable{}, err
@@ -283,22 +285,63 @@ func buildFileURI(ctx context.Context, dir string) (ForeignTable, error) {
 	if tbl, err = b.appendRows(ctx, tbl); err != nil {
 		return ForeignTable{}, err
 	}
+
+	sc, err := arrowSchema()
+	if err != nil {
+		return ForeignTable{}, err
+	}
+	rows := b.gen.rows(pathRows)
+	rec := record(memory.DefaultAllocator, sc, rows)
+	one := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
+	var files []iceberg.DataFile
+	for df, err := range table.WriteRecords(ctx, tbl, sc, one) {
+		if err != nil {
+			return ForeignTable{}, fmt.Errorf("write data file: %w", err)
+		}
+		local, err := localPath(df.FilePath())
+		if err != nil {
+			return ForeignTable{}, err
+		}
+		spelled := local // bare
+		if len(files)%2 == 0 {
+			spelled = "file://" + filepath.ToSlash(local)
+		}
+		respelled, err := respell(tbl.Spec(), df, spelled)
+		if err != nil {
+			return ForeignTable{}, err
+		}
+		files = append(files, respelled)
+	}
 	tx := tbl.NewTransaction()
-	if err := tx.SetProperties(iceberg.Properties{table.WriteDataPathKey: "file://" + slash + "/data"}); err != nil {
+	if err := tx.AddDataFiles(ctx, files, iceberg.Properties{"tms.testdata.recipe": b.name}); err != nil {
 		return ForeignTable{}, err
 	}
-	if tbl, err = tx.Commit(ctx); err != nil {
+	if _, err := tx.Commit(ctx); err != nil {
 		return ForeignTable{}, err
 	}
-	if _, err = b.appendRows(ctx, tbl); err != nil {
-		return ForeignTable{}, err
-	}
+	b.rows = append(b.rows, rows...)
 	return b.finish("category", map[string][]byte{
 		"data/_SUCCESS":                       nil,
 		"metadata/.version-hint.text.crc":     []byte("crc"),
 		"data/category=books/.stray.parquet":  parquetBytes,
 		"data/_temporary/0/part-0000.parquet": parquetBytes,
 	})
+}
+
+// respell returns df with its path spelled path, every other field copied.
+func respell(spec iceberg.PartitionSpec, df iceberg.DataFile, path string) (iceberg.DataFile, error) {
+	b, err := iceberg.NewDataFileBuilder(spec, df.ContentType(), path, df.FileFormat(), df.Partition(), nil, nil,
+		df.Count(), df.FileSizeBytes())
+	if err != nil {
+		return nil, err
+	}
+	b.ColumnSizes(df.ColumnSizes()).ValueCounts(df.ValueCounts()).NullValueCounts(df.NullValueCounts()).
+		NaNValueCounts(df.NaNValueCounts()).LowerBoundValues(df.LowerBoundValues()).
+		UpperBoundValues(df.UpperBoundValues()).SplitOffsets(df.SplitOffsets())
+	if id := df.SortOrderID(); id != nil {
+		b.SortOrderID(*id)
+	}
+	return b.Build(), nil
 }
 
 // buildSidecars builds foreign.hadoop-sidecars: a hadoop-catalog table

@@ -1,0 +1,494 @@
+package chain
+
+import (
+	"cmp"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/checksum"
+	"github.com/tms-dev/tms/testdata"
+)
+
+// osPath is the absolute OS path of a local path in any spelling.
+func osPath(t *testing.T, p string) string {
+	t.Helper()
+	cwd, err := os.Getwd()
+	require.NoError(t, err)
+	c := pathCanon{cwd: cwd}.canon(p)
+	require.Equal(t, c.full, c.key, "%s is not local", p)
+	return c.full
+}
+
+// treeFiles lists every file under root.
+func treeFiles(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, p)
+		}
+		return err
+	}))
+	slices.Sort(out)
+	return out
+}
+
+// metadataFiles returns the OS paths of the current metadata file, every
+// metadata log entry and version-hint.text (when it exists).
+func metadataFiles(t *testing.T, tbl *table.Table) []string {
+	t.Helper()
+	out := []string{osPath(t, tbl.MetadataLocation())}
+	for e := range tbl.Metadata().PreviousFiles() {
+		out = append(out, osPath(t, e.MetadataFile))
+	}
+	hint := filepath.Join(osPath(t, tbl.Location()), "metadata", "version-hint.text")
+	if _, err := os.Stat(hint); err == nil {
+		out = append(out, hint)
+	}
+	return out
+}
+
+// sortedIDs returns the id column of a full scan of tbl, sorted.
+func sortedIDs(t *testing.T, tbl *table.Table) []int64 {
+	t.Helper()
+	_, recs, err := tbl.Scan().ToArrowRecords(t.Context())
+	require.NoError(t, err)
+	var ids []int64
+	for rec, err := range recs {
+		require.NoError(t, err)
+		ids = append(ids, rec.Column(0).(*array.Int64).Int64Values()...)
+		rec.Release()
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// oracleChecksum writes batches into a fresh unpartitioned table of the
+// recipe schema and checksums that: the digest of the expected rows,
+// computed without the foreign table's files or layout.
+func oracleChecksum(t *testing.T, batches []arrow.RecordBatch) (checksum.Result, []int64) {
+	t.Helper()
+	ctx := t.Context()
+	cat, err := catalogs.OpenLocal(ctx, t.TempDir(), true)
+	require.NoError(t, err)
+	require.NoError(t, cat.CreateNamespace(ctx, table.Identifier{"oracle"}, nil))
+	tbl, err := cat.CreateTable(ctx, table.Identifier{"oracle", "rows"}, testdata.Schema())
+	require.NoError(t, err)
+	var ids []int64
+	for _, b := range batches {
+		ids = append(ids, b.Column(0).(*array.Int64).Int64Values()...)
+	}
+	slices.Sort(ids)
+	at := array.NewTableFromRecords(batches[0].Schema(), batches)
+	defer at.Release()
+	tbl, err = tbl.AppendTable(ctx, at, 1<<20, nil)
+	require.NoError(t, err)
+	sum, err := checksum.Table(ctx, tbl, 0)
+	require.NoError(t, err)
+	return sum, ids
+}
+
+// checkForeignCleanup runs orphan cleanup (a dry run, then for real) on a
+// built path recipe and asserts it deletes exactly the planted orphans:
+// every kept (hidden) file and every referenced file survives, the table
+// loads at the same metadata location with the same rows.
+func checkForeignCleanup(t *testing.T, f testdata.ForeignTable) {
+	t.Helper()
+	ctx := t.Context()
+	require.NotEmpty(t, f.Orphans)
+	require.NotEmpty(t, f.Kept)
+	cat, tbl, err := f.LoadTable(ctx)
+	require.NoError(t, err)
+	root := osPath(t, tbl.Location())
+	metaLoc := tbl.MetadataLocation()
+	meta := metadataFiles(t, tbl)
+	before, err := checksum.Table(ctx, tbl, 0)
+	require.NoError(t, err)
+	oracle, ids := oracleChecksum(t, f.Expected)
+	require.Equal(t, oracle, before, "the table's rows are the rows the builder wrote")
+	require.Equal(t, ids, sortedIDs(t, tbl))
+	files := treeFiles(t, root)
+
+	planned := func(rep Report) []string {
+		var out []string
+		for _, o := range rep.Types[0].Detail.(*OrphanPlan).Files {
+			out = append(out, osPath(t, o.Path))
+		}
+		slices.Sort(out)
+		return out
+	}
+	opts := Options{Log: zaptest.NewLogger(t)}
+	steps := []Step{{Type: OrphanCleanup, Policy: policy(`{"rewriteOptions": {"older-than": "72h", "prefix-mismatch-mode": "error"}}`)}}
+
+	dry := opts
+	dry.DryRun = true
+	rep, err := Run(ctx, cat, f.Ident, steps, dry)
+	require.NoError(t, err)
+	require.Equal(t, Skipped, rep.Types[0].Outcome, rep.Types[0].Err)
+	require.Equal(t, f.Orphans, planned(rep))
+	require.Equal(t, files, treeFiles(t, root), "a dry run deletes nothing")
+
+	rep, err = Run(ctx, cat, f.Ident, steps, opts)
+	require.NoError(t, err)
+	require.Equal(t, Done, rep.Types[0].Outcome, rep.Types[0].Err)
+	require.Equal(t, f.Orphans, planned(rep))
+	after := treeFiles(t, root)
+	deleted := slices.DeleteFunc(slices.Clone(files), func(p string) bool { return slices.Contains(after, p) })
+	require.Equal(t, f.Orphans, deleted, "deleted exactly the planted orphans")
+	for _, p := range slices.Concat(f.Kept, meta) {
+		require.FileExists(t, p)
+	}
+
+	_, again, err := f.LoadTable(ctx)
+	require.NoError(t, err)
+	require.Equal(t, metaLoc, again.MetadataLocation())
+	sum, err := checksum.Table(ctx, again, 0)
+	require.NoError(t, err)
+	require.Equal(t, before, sum)
+	require.Equal(t, ids, sortedIDs(t, again))
+}
+
+// TestOrphanCleanupRelativeLocation runs in the recipe's working directory
+// (t.Chdir), so it cannot be parallel.
+func TestOrphanCleanupRelativeLocation(t *testing.T) {
+	f := testdata.BuildForeignT(t, "foreign.relative")
+	_, tbl, err := f.LoadTable(t.Context())
+	require.NoError(t, err)
+	require.False(t, filepath.IsAbs(tbl.Location()), "location %s", tbl.Location())
+	require.True(t, filepath.IsAbs(tbl.MetadataLocation()), "metadata location %s", tbl.MetadataLocation())
+	current := osPath(t, tbl.MetadataLocation())
+
+	// iceberg-go's planner compares the relative listing with the absolute
+	// metadata paths: it plans the current metadata.json and the whole log.
+	theirs, err := tbl.PlanOrphanFiles(t.Context(), table.WithFilesOlderThan(DefaultOrphanOlderThan))
+	require.NoError(t, err)
+	var theirsAbs []string
+	for _, p := range theirs.Files() {
+		theirsAbs = append(theirsAbs, osPath(t, p))
+	}
+	require.Contains(t, theirsAbs, current)
+
+	// TMS's does not.
+	fsys, err := tbl.FS(t.Context())
+	require.NoError(t, err)
+	ours, err := newTestPlanner(t, orphanPolicy{}).plan(t.Context(), tbl, fsys)
+	require.NoError(t, err)
+	for _, o := range ours.files {
+		require.NotEqual(t, current, o.canon.full)
+		require.NotContains(t, metadataFiles(t, tbl), o.canon.full)
+	}
+
+	checkForeignCleanup(t, f)
+}
+
+func TestOrphanCleanupFileURIs(t *testing.T) {
+	t.Parallel()
+	f := testdata.BuildForeignT(t, "foreign.file-uri")
+	_, tbl, err := f.LoadTable(t.Context())
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(tbl.Location(), "file:/") && !strings.HasPrefix(tbl.Location(), "file://"), tbl.Location())
+	tasks, err := tbl.Scan().PlanFiles(t.Context())
+	require.NoError(t, err)
+	spellings := map[string]bool{}
+	for _, task := range tasks {
+		p := task.File.FilePath()
+		switch {
+		case strings.HasPrefix(p, "file:///"):
+			spellings["file:///"] = true
+		case strings.HasPrefix(p, "file:/"):
+			spellings["file:/"] = true
+		case strings.HasPrefix(p, "/"):
+			spellings["/"] = true
+		}
+	}
+	require.Len(t, spellings, 3, "data files spelled file:/, file:/// and bare")
+	checkForeignCleanup(t, f)
+}
+
+func TestOrphanCleanupHadoopSidecars(t *testing.T) {
+	t.Parallel()
+	f := testdata.BuildForeignT(t, "foreign.hadoop-sidecars")
+	var crc, temporary, partition int
+	for _, k := range f.Kept {
+		switch {
+		case strings.HasSuffix(k, ".crc"):
+			crc++
+		case strings.Contains(k, "/_temporary/"):
+			temporary++
+		}
+	}
+	for _, o := range f.Orphans {
+		if strings.Contains(o, "/_category=") {
+			partition++
+		}
+	}
+	require.Greater(t, crc, 20)
+	require.Positive(t, temporary)
+	require.Equal(t, 1, partition, "the orphan in a _category= partition folder is not hidden")
+	checkForeignCleanup(t, f)
+}
+
+func newTestPlanner(t *testing.T, p orphanPolicy) orphanPlanner {
+	t.Helper()
+	cwd, err := os.Getwd()
+	require.NoError(t, err)
+	if p.equalSchemes == nil {
+		p.equalSchemes = defaultEqualSchemes
+	}
+	return orphanPlanner{
+		canon:     pathCanon{schemes: p.equalSchemes, authorities: p.equalAuthorities, cwd: cwd},
+		olderThan: cmp.Or(p.olderThan, DefaultOrphanOlderThan),
+		mismatch:  p.mismatch,
+	}
+}
+
+func TestCanonicalPaths(t *testing.T) {
+	t.Parallel()
+	c := pathCanon{
+		schemes: defaultEqualSchemes,
+		authorities: map[string]string{
+			"bucket.s3.amazonaws.com": "bucket", "bucket.s3.us-east-1.amazonaws.com": "bucket",
+			"acct.blob.core.windows.net": "acct.dfs.core.windows.net",
+		},
+		cwd: "/work/dir",
+	}
+	// Every spelling in a group names the same file; the groups differ.
+	groups := [][]string{
+		{
+			"/work/dir/data/x.parquet", "data/x.parquet", "./data/x.parquet", "data//x.parquet", "data/sub/../x.parquet",
+			"/work/dir/./data/x.parquet", "/work//dir/data/x.parquet", "file:/work/dir/data/x.parquet",
+			"file:///work/dir/data/x.parquet", "file://localhost/work/dir/data/x.parquet", "FILE:///work/dir/data/x.parquet",
+			"file:data/x.parquet", "file:/work/dir/data/x%2Eparquet", "../dir/data/x.parquet",
+		},
+		{"/work/dir/data", "/work/dir/data/", "data/", "file:///work/dir/data/", "file:/work/dir/data//"},
+		{
+			"s3://bucket/wh/t/data/x.parquet", "s3a://bucket/wh/t/data/x.parquet", "s3n://bucket/wh/t/data/x.parquet",
+			"S3A://bucket/wh/t/data/x.parquet", "s3://bucket/wh/t//data/x.parquet", "s3://bucket/wh/t/data/./x.parquet",
+			"s3://bucket/wh/t/tmp/../data/x.parquet", "s3://bucket.s3.amazonaws.com/wh/t/data/x.parquet",
+			"s3a://bucket.s3.us-east-1.amazonaws.com/wh/t/data/x.parquet",
+		},
+		{"s3://other/wh/t/data/x.parquet"},
+		{"gs://bucket/wh/t/data/x.parquet"},
+		{"/other/dir/data/x.parquet", "file:/other/dir/data/x.parquet"},
+		{
+			"abfss://c@acct.dfs.core.windows.net/t/x.parquet", "abfss://c@acct.blob.core.windows.net/t/x.parquet",
+			"abfss://c@acct.dfs.core.windows.net/t/x.parquet/",
+		},
+		{"hdfs://nn1:8020/wh/t/x.parquet"},
+		{"hdfs://nn2:8020/wh/t/x.parquet"},
+		{"file://otherhost/work/dir/data/x.parquet"},
+		// A colon in a file name is not a scheme (iceberg-go's local FileIO
+		// treats it as a name).
+		{"part:2024/x.parquet", "/work/dir/part:2024/x.parquet"},
+	}
+	var seen []string
+	for _, g := range groups {
+		want := c.canon(g[0])
+		for _, p := range g {
+			require.Equal(t, want, c.canon(p), p)
+		}
+		require.NotContains(t, seen, want.full, g[0])
+		seen = append(seen, want.full)
+	}
+	require.Equal(t, canonPath{full: "/work/dir/data/x.parquet", key: "/work/dir/data/x.parquet"}, c.canon("data/x.parquet"))
+	require.Equal(t, canonPath{full: "s3://bucket/wh/t/data/x.parquet", key: "/wh/t/data/x.parquet"}, c.canon("s3a://bucket.s3.amazonaws.com/wh/t/data/x.parquet"))
+	// The same key under two namenodes is a prefix mismatch, not a match.
+	require.Equal(t, c.canon("hdfs://nn1:8020/wh/t/x.parquet").key, c.canon("hdfs://nn2:8020/wh/t/x.parquet").key)
+
+	require.True(t, c.canon("data/x.parquet").under(c.canon("file:/work/dir/")))
+	require.True(t, c.canon("s3a://bucket/wh/t/data/x").under(c.canon("s3://bucket/wh/t")))
+	require.False(t, c.canon("/work/dirt/x").under(c.canon("/work/dir")))
+	require.False(t, c.canon("/work/dir").under(c.canon("/work/dir")))
+}
+
+func TestHiddenFilter(t *testing.T) {
+	t.Parallel()
+	v1 := iceberg.NewPartitionSpecID(0, iceberg.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: "category", Transform: iceberg.IdentityTransform{}})
+	v2 := iceberg.NewPartitionSpecID(1,
+		iceberg.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: "category", Transform: iceberg.IdentityTransform{}},
+		iceberg.PartitionField{SourceIDs: []int{5}, FieldID: 1001, Name: "_region", Transform: iceberg.IdentityTransform{}})
+	h := newHiddenFilter([]iceberg.PartitionSpec{v1, v2})
+	plain := newHiddenFilter([]iceberg.PartitionSpec{v1})
+	for _, tc := range []struct {
+		rel            string
+		hidden, plainH bool
+	}{
+		{"data/00000-0-x.parquet", false, false},
+		{"data/category=books/00000-0-x.parquet", false, false},
+		{"data/.00000-0-x.parquet.crc", true, true},
+		{"metadata/.v3.metadata.json.crc", true, true},
+		{"data/_SUCCESS", true, true},
+		{"data/_temporary/0/_temporary/attempt_1/part-0.parquet", true, true},
+		{"data/_region=eu/00000-0-x.parquet", false, true},
+		{"data/category=books/_region=eu/00000-0-x.parquet", false, true},
+		{"data/_region=eu/.00000-0-x.parquet.crc", true, true},
+		{"data/_region=eu/_SUCCESS", true, true},
+		{"data/_regionx=eu/00000-0-x.parquet", true, true},
+		{"data/_category=books/00000-0-x.parquet", true, true},
+		{"data/.hidden/x", true, true},
+		{"data/.hidden", true, true},
+	} {
+		require.Equal(t, tc.hidden, h.hiddenRel(tc.rel), tc.rel)
+		require.Equal(t, tc.plainH, plain.hiddenRel(tc.rel), "without _region: %s", tc.rel)
+	}
+}
+
+func TestOrphanPolicyFields(t *testing.T) {
+	t.Parallel()
+	p, err := parseOrphans(nil)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"s3a": "s3", "s3n": "s3"}, p.equalSchemes)
+	require.Empty(t, p.equalAuthorities)
+	require.Equal(t, table.PrefixMismatchError, p.mismatch)
+	require.Equal(t, DefaultOrphanOlderThan, p.olderThan)
+
+	p, err = parseOrphans(json.RawMessage(`{"equal-schemes": {"s3a,s3n": "s3", "gs2, GCS": "gs"},
+		"rewriteOptions": {"equal-authorities": "{\"nn1:8020,nn2:8020\": \"ns1\"}", "prefix-mismatch-mode": "IGNORE"}}`))
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"s3a": "s3", "s3n": "s3", "gs2": "gs", "gcs": "gs"}, p.equalSchemes)
+	require.Equal(t, map[string]string{"nn1:8020": "ns1", "nn2:8020": "ns1"}, p.equalAuthorities)
+	require.Equal(t, table.PrefixMismatchIgnore, p.mismatch)
+
+	p, err = parseOrphans(json.RawMessage(`{"rewriteOptions": {"equal-schemes": {"s3a": "s3x"}, "prefix-mismatch-mode": "delete"}}`))
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"s3a": "s3x", "s3n": "s3"}, p.equalSchemes)
+	require.Equal(t, table.PrefixMismatchDelete, p.mismatch)
+
+	for _, tc := range []struct{ content, want string }{
+		{`{"equal-schemes": "s3a=s3"}`, `equal-schemes: want a JSON object mapping comma-separated schemes to one, e.g. {"s3a,s3n": "s3"}: got "s3a=s3"`},
+		{`{"equal-schemes": ["s3a"]}`, "equal-schemes: want a JSON object"},
+		{`{"rewriteOptions": {"equal-schemes": {"s3a,": "s3"}}}`, `rewriteOptions.equal-schemes: want a JSON object mapping comma-separated schemes to one, e.g. {"s3a,s3n": "s3"}: "s3a," holds an empty name`},
+		{`{"equal-schemes": {"s3a": ""}}`, `equal-schemes: want a JSON object mapping comma-separated schemes to one, e.g. {"s3a,s3n": "s3"}: "s3a" maps to an empty name`},
+		{`{"equal-schemes": {"s3 a": "s3"}}`, `"s3 a" is not a URI scheme`},
+		{`{"equal-schemes": {"s3a": "s3://"}}`, `"s3://" is not a URI scheme`},
+		{`{"equal-schemes": {"s3a": "s3", "s3a,s3n": "s4"}}`, `"s3a" maps to both "s3" and "s4"`},
+		{`{"rewriteOptions": {"equal-authorities": {"host/a": "b"}}}`, `rewriteOptions.equal-authorities: want a JSON object mapping comma-separated authorities to one`},
+		{`{"equal-authorities": 5}`, "equal-authorities: want a JSON object"},
+		{`{"prefix-mismatch-mode": "warn"}`, `prefix-mismatch-mode: want error, ignore or delete, got "warn"`},
+		{`{"rewriteOptions": {"prefix-mismatch-mode": 3}}`, `rewriteOptions.prefix-mismatch-mode: want error, ignore or delete, got "3"`},
+		{`{"equal-scheme": {"s3a": "s3"}}`, "equal-scheme: unknown option"},
+	} {
+		err := ValidatePolicy(OrphanCleanup, json.RawMessage(tc.content))
+		require.ErrorIs(t, err, ErrInvalidPolicy, tc.content)
+		require.ErrorContains(t, err, tc.want, tc.content)
+	}
+}
+
+// TestOrphanGuardAborts feeds the guard plans that name a referenced file
+// under another spelling: each aborts naming both paths, and nothing is
+// deleted.
+func TestOrphanGuardAborts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.orphans")
+	ctx := b.ctx
+	tbl := b.load(t)
+	fsys, err := tbl.FS(ctx)
+	require.NoError(t, err)
+	pl := newTestPlanner(t, orphanPolicy{})
+	refs, err := pl.references(ctx, tbl, fsys)
+	require.NoError(t, err)
+	current := tbl.MetadataLocation()
+	currentOS := osPath(t, current)
+	dir, base := filepath.Split(currentOS)
+	var logged string
+	for e := range tbl.Metadata().PreviousFiles() {
+		logged = e.MetadataFile
+	}
+	loggedOS := osPath(t, logged)
+	tasks, err := tbl.Scan().PlanFiles(ctx)
+	require.NoError(t, err)
+	dataFile := tasks[0].File.FilePath()
+	elsewhere := filepath.Join(osPath(t, tbl.Location()), "data", "copied", filepath.Base(dataFile))
+
+	for _, tc := range []struct {
+		name, planned, want string
+	}{
+		{"current metadata, another spelling", dir + "./" + base, current},
+		{"current metadata, file: spelling", "file:" + currentOS, current},
+		{"base name of a data file", elsewhere, dataFile},
+		{"logged metadata, gzip spelling", strings.TrimSuffix(loggedOS, ".metadata.json") + ".gz.metadata.json", logged},
+		{"logged metadata, .gz suffix", loggedOS + ".gz", logged},
+	} {
+		plan := &orphanPlan{refs: refs, location: tbl.Location(), files: []plannedOrphan{{path: tc.planned, canon: pl.canon.canon(tc.planned), size: 1}}}
+		err := plan.guard()
+		require.ErrorIs(t, err, errOrphanGuard, tc.name)
+		require.ErrorContains(t, err, tc.planned, tc.name)
+		require.ErrorContains(t, err, tc.want, tc.name)
+	}
+	// A planned file that looks like nothing referenced passes.
+	ok := filepath.Join(dir, "00099-7e570000-0000-4000-8000-000000000000.metadata.json")
+	require.NoError(t, (&orphanPlan{refs: refs, files: []plannedOrphan{{path: ok, canon: pl.canon.canon(ok)}}}).guard())
+
+	// End to end: a copy of a data file under another folder is an orphan by
+	// path but shares a referenced base name, so the whole cleanup aborts,
+	// the type fails naming both paths, and no planted orphan is deleted.
+	require.NoError(t, os.MkdirAll(filepath.Dir(elsewhere), 0o755))
+	require.NoError(t, os.WriteFile(elsewhere, []byte("copy"), 0o644))
+	old := time.Now().Add(-testdata.OrphanAge)
+	require.NoError(t, os.Chtimes(elsewhere, old, old))
+	files := diskFiles(t, tbl)
+	rep := b.run(t, Step{Type: OrphanCleanup})
+	require.Equal(t, Failed, rep.Types[0].Outcome, rep.Types[0].Reason)
+	require.Contains(t, rep.Types[0].Err, elsewhere)
+	require.Contains(t, rep.Types[0].Err, dataFile)
+	require.Contains(t, rep.Types[0].Err, "nothing deleted")
+	require.Equal(t, files, diskFiles(t, b.load(t)))
+}
+
+// TestOrphanPrefixMismatch: a listed file whose path a reference names
+// under another authority is an error by default, kept with ignore and an
+// orphan with delete; equal-authorities makes it referenced.
+func TestOrphanPrefixMismatch(t *testing.T) {
+	t.Parallel()
+	const loc, ref, stray = "hdfs://nn1:8020/wh/t", "hdfs://nn1:8020/wh/t/data/a.parquet", "hdfs://nn2:8020/wh/t/data/a.parquet"
+	plan := func(mode table.PrefixMismatchMode, auths map[string]string) ([]plannedOrphan, error) {
+		pl := orphanPlanner{canon: pathCanon{schemes: defaultEqualSchemes, authorities: auths, cwd: "/"}, mismatch: mode}
+		refs := &orphanRefs{full: map[string]string{}, byKey: map[string]string{}, base: map[string]string{}, logged: map[string]string{}}
+		refs.add(pl.canon, ref)
+		return pl.match([]plannedOrphan{{path: stray, canon: pl.canon.canon(stray)}}, refs, loc)
+	}
+	_, err := plan(table.PrefixMismatchError, nil)
+	require.ErrorContains(t, err, "prefix mismatch: listed "+stray+" and referenced "+ref)
+	got, err := plan(table.PrefixMismatchIgnore, nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	got, err = plan(table.PrefixMismatchDelete, map[string]string{})
+	require.ErrorContains(t, err, "not under the table location", "nn2 is not under nn1's location either")
+	require.Empty(t, got)
+	got, err = plan(table.PrefixMismatchError, map[string]string{"nn1:8020": "ns", "nn2:8020": "ns"})
+	require.NoError(t, err)
+	require.Empty(t, got, "equal authorities: referenced")
+
+	// Under the location (s3a listed, s3 referenced): delete mode plans it.
+	pl := orphanPlanner{canon: pathCanon{schemes: map[string]string{}, cwd: "/"}, mismatch: table.PrefixMismatchDelete}
+	refs := &orphanRefs{full: map[string]string{}, byKey: map[string]string{}, base: map[string]string{}, logged: map[string]string{}}
+	refs.add(pl.canon, "s3://b/t/data/a.parquet")
+	listed := []plannedOrphan{{path: "s3a://b/t/data/a.parquet", canon: pl.canon.canon("s3a://b/t/data/a.parquet")}}
+	got, err = pl.match(listed, refs, "s3a://b/t")
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	pl.mismatch = table.PrefixMismatchError
+	_, err = pl.match(listed, refs, "s3a://b/t")
+	require.ErrorContains(t, err, "prefix mismatch")
+	pl.canon = pathCanon{schemes: defaultEqualSchemes, cwd: "/"}
+	refs = &orphanRefs{full: map[string]string{}, byKey: map[string]string{}, base: map[string]string{}, logged: map[string]string{}}
+	refs.add(pl.canon, "s3://b/t/data/a.parquet")
+	listed[0].canon = pl.canon.canon(listed[0].path)
+	got, err = pl.match(listed, refs, "s3a://b/t")
+	require.NoError(t, err)
+	require.Empty(t, got, "s3a is s3 by default")
+}
