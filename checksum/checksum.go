@@ -50,6 +50,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/zeebo/xxh3"
 
@@ -151,4 +153,18 @@ func (d *digest) addRow(row []byte) {
 
 func (d *digest) result() Result {
 	return Result{Rows: d.rows, Checksum: fmt.Sprintf("%016x%016x", d.hi, d.lo)}
+}
+
+// Batches returns the digest of the rows of batches, whose columns are the
+// top-level fields of schema (matched by name), as Table would compute it
+// for a snapshot holding exactly those rows. Tests use it to checksum rows
+// they built themselves, without reading a table.
+func Batches(schema *iceberg.Schema, batches []arrow.RecordBatch) (Result, error) {
+	var d digest
+	for _, b := range batches {
+		if err := d.addBatch(schema, b); err != nil {
+			return Result{}, err
+		}
+	}
+	return d.result(), nil
 }

@@ -201,10 +201,11 @@ func fileSchema(meta table.Metadata, fs iceio.IO, path string) (*iceberg.Schema,
 	return is, nil
 }
 
-// hasFieldIDs reports whether any field carries a Parquet field id.
+// hasFieldIDs reports whether any field carries a Parquet field id
+// (pqarrow spells a missing one -1).
 func hasFieldIDs(fields []arrow.Field) bool {
 	for _, f := range fields {
-		if _, ok := f.Metadata.GetValue("PARQUET:field_id"); ok {
+		if id, ok := f.Metadata.GetValue("PARQUET:field_id"); ok && id != "-1" {
 			return true
 		}
 	}
