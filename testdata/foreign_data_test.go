@@ -354,3 +354,31 @@ func TestForeignDefaults(t *testing.T) {
 	requirePlanted(t, f, live)
 	reportScan(t, f, tbl)
 }
+
+func TestForeignCrossPartitionEqDeletes(t *testing.T) {
+	t.Parallel()
+	f, tbl := loadForeign(t, "foreign.cross-partition-eq-deletes")
+	require.Equal(t, 2, tbl.Metadata().Version())
+	specs := tbl.Metadata().PartitionSpecs()
+	live := liveFiles(t, tbl)
+	require.Len(t, live.eqDeletes, len(eqDeletes))
+	require.Empty(t, live.posDeletes)
+	for _, df := range live.eqDeletes {
+		require.True(t, specs[df.SpecID()].IsUnpartitioned(), "delete file %s is in partitioned spec %d", df.FilePath(), df.SpecID())
+		require.Empty(t, df.Partition())
+		require.Equal(t, []int{eqID}, df.EqualityFieldIDs())
+	}
+	regions := map[any]int{}
+	for _, df := range live.data {
+		spec := specs[df.SpecID()]
+		require.Equal(t, 1, spec.NumFields(), "data file %s is unpartitioned", df.FilePath())
+		regions[df.Partition()[spec.Field(0).FieldID]]++
+	}
+	require.Len(t, regions, len(eqRegions))
+	// Every deleted id matched exactly one row written before its delete,
+	// and the re-inserted rows came after, so the live rows are the data
+	// files' records minus the delete files' records.
+	require.Equal(t, recordCount(live.data)-recordCount(live.eqDeletes), expectedRows(f))
+	requirePlanted(t, f, live)
+	reportScan(t, f, tbl)
+}
