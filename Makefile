@@ -73,6 +73,7 @@ bench: dbcheck build ## Benchmarks: sampler vs PlanFiles, ledger rows/s, schedul
 	$(GO) test -run '^$$' -bench CommitToClaimNotify -benchtime 500x -timeout 10m ./coordinator/
 	$(GO) test -run '^$$' -bench CommitToClaimPoll10s -benchtime 12x -timeout 10m ./coordinator/
 	$(GO) test -run '^$$' -bench 'Compaction200x10k|PartitionedGroups' -benchtime 4x -timeout 30m ./chain/
+	$(GO) test -run '^$$' -bench OrphanPlanning -benchtime 4x -timeout 30m ./chain/
 	$(GO) test -run '^$$' -bench ChainOverhead -benchtime 3x -timeout 30m ./runner/
 	@[ -x /usr/bin/time ] || { echo "peak RSS needs GNU time: apt-get install -y time"; exit 1; }; \
 	  dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \

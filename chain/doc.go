@@ -72,7 +72,16 @@
 //     unset ones fall back to the table's history.expire.max-snapshot-age-ms
 //     and history.expire.min-snapshots-to-keep (Iceberg: 5 days, 1).
 //   - orphan-cleanup: older-than / olderThanMs as above, default 72h,
-//     refused below 1h.
+//     refused below 1h; equal-schemes and equal-authorities (JSON objects,
+//     or strings holding one, from comma-separated names to the canonical
+//     name as Spark's remove_orphan_files takes them, e.g.
+//     {"s3a,s3n": "s3"}; equal-schemes adds to the default s3a,s3n → s3,
+//     there are no default authority equivalences) and
+//     prefix-mismatch-mode (error, the default: a listed file whose path a
+//     reference names under another scheme or authority fails the type;
+//     ignore: keep it; delete: treat it as an orphan), each top level (also
+//     camelCase: equalSchemes, equalAuthorities, prefixMismatchMode) or in
+//     rewriteOptions.
 //
 // The compaction `where` option is a conjunction of comparisons, e.g.
 // `ts >= '2024-01-05T00:00:00+00:00' AND category = 'books'`. It selects
@@ -82,6 +91,20 @@
 // partitioned by the filtered column this compacts exactly the matching
 // partitions.
 //
-// Snapshot expiry and orphan planning use iceberg-go's own clock
-// (time.Now); Options.Now only feeds the sampler's snapshot ages.
+// Snapshot expiry and orphan planning use the wall clock (time.Now), as
+// iceberg-go does; Options.Now only feeds the sampler's snapshot ages.
+//
+// # Orphan cleanup
+//
+// Orphan cleanup does not use iceberg-go's PlanOrphanFiles (see
+// cleanOrphans): it lists the table location, skipping hidden names as
+// Iceberg Java's DeleteOrphanFiles does (a name starting with "_" or ".",
+// unless it starts with "<field>=" for a partition field of any spec whose
+// name starts that way), and compares canonical paths (absolute, cleaned,
+// file: spellings and bare local paths equal, scheme and authority
+// equivalences) with every file the table references. A last guard aborts
+// the whole cleanup, deleting nothing, when a planned orphan is the current
+// metadata file, shares a referenced file's base name, or is a
+// metadata-shaped file in a metadata folder named like a metadata log
+// entry.
 package chain
