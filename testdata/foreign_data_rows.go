@@ -23,15 +23,6 @@ import (
 // string, bool or time.Time (UTC, microsecond precision, for timestamptz).
 type foreignRow map[int]any
 
-// clone returns a copy of r that can be changed without changing r.
-func (r foreignRow) clone() foreignRow {
-	out := make(foreignRow, len(r))
-	for k, v := range r {
-		out[k] = v
-	}
-	return out
-}
-
 // foreignAmount, foreignNote and foreignTS draw the values of the columns
 // most foreign recipes share.
 func foreignAmount(rng *rand.Rand) float64 { return float64(rng.IntN(100_000)) / 100 }

@@ -86,6 +86,7 @@ func footerColumns(t *testing.T, location string) []footerColumn {
 	return out
 }
 
+// columnNames returns the names of cols in order.
 func columnNames(cols []footerColumn) []string {
 	out := make([]string, len(cols))
 	for i, c := range cols {
@@ -149,7 +150,7 @@ func rowsByID(t *testing.T, batches []arrow.RecordBatch) map[string]map[string]s
 
 // reportScan logs how iceberg-go's own scan of f's table differs from
 // Expected: rows missing, rows extra, and per column the number of rows
-// whose value differs. It asserts nothing about the scan: the reader is
+// whose value differs (and how many of those the scan returned as NULL). It asserts nothing about the scan: the reader is
 // being fixed elsewhere; this is the record of what it does today.
 func reportScan(t *testing.T, f ForeignTable, tbl *table.Table) {
 	t.Helper()
@@ -166,7 +167,7 @@ func reportScan(t *testing.T, f ForeignTable, tbl *table.Table) {
 	}()
 	have := rowsByID(t, got)
 	var missing, extra int
-	diff := map[string]int{}
+	diff, nulls := map[string]int{}, map[string]int{}
 	for id, w := range want {
 		h, ok := have[id]
 		if !ok {
@@ -176,6 +177,9 @@ func reportScan(t *testing.T, f ForeignTable, tbl *table.Table) {
 		for col, v := range w {
 			if h[col] != v {
 				diff[col]++
+				if h[col] == "<null>" {
+					nulls[col]++
+				}
 			}
 		}
 	}
@@ -186,7 +190,7 @@ func reportScan(t *testing.T, f ForeignTable, tbl *table.Table) {
 	}
 	cols := make([]string, 0, len(diff))
 	for c := range diff {
-		cols = append(cols, fmt.Sprintf("%s:%d", c, diff[c]))
+		cols = append(cols, fmt.Sprintf("%s:%d (%d NULL)", c, diff[c], nulls[c]))
 	}
 	sort.Strings(cols)
 	t.Logf("%s: iceberg-go scan: %d rows (expected %d), %d expected rows missing, %d extra, differing values per column %v",
