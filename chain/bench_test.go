@@ -120,6 +120,7 @@ func BenchmarkCompaction200x10k(b *testing.B) {
 	orig := tbl.CurrentSnapshot().SnapshotID
 	in := dataBytes(b, tbl)
 	var chainT, baseT time.Duration
+	var costs safetyCosts
 	chain := func() {
 		b.StopTimer()
 		rollback(b, cat, ident, orig)
@@ -129,6 +130,7 @@ func BenchmarkCompaction200x10k(b *testing.B) {
 		chainT += time.Since(start)
 		require.NoError(b, err)
 		require.Equal(b, Done, rep.Types[0].Outcome, rep.Types[0].Reason)
+		costs.add(rep.Types[0])
 	}
 	baseline := func() {
 		b.StopTimer()
@@ -157,6 +159,58 @@ func BenchmarkCompaction200x10k(b *testing.B) {
 	b.ReportMetric(mb/chainT.Seconds(), "chain-MB/s")
 	b.ReportMetric(mb/baseT.Seconds(), "baseline-MB/s")
 	b.ReportMetric(baseT.Seconds()/chainT.Seconds(), "ratio")
+	costs.report(b)
+}
+
+// safetyCosts sums, over the compactions of a benchmark, the time of the
+// pre-commit verifier and of the faithful read's footer check against the
+// compaction's own wall time.
+type safetyCosts struct {
+	verify, readCheck, total time.Duration
+}
+
+func (c *safetyCosts) add(tr TypeReport) {
+	d := tr.Detail.(*CompactionDetail)
+	for _, v := range d.Verified {
+		c.verify += time.Duration(v.ElapsedUs) * time.Microsecond
+	}
+	c.readCheck += time.Duration(d.ReadCheckUs) * time.Microsecond
+	c.total += tr.Duration
+}
+
+// report prints the shares: the goal is verifier-% ≤ 2.
+func (c *safetyCosts) report(b *testing.B) {
+	b.ReportMetric(100*c.verify.Seconds()/c.total.Seconds(), "verifier-%")
+	b.ReportMetric(100*c.readCheck.Seconds()/c.total.Seconds(), "read-check-%")
+}
+
+// BenchmarkVerifierBench10k compacts testdata's tms.bench_10k (10,000 data
+// files of 10 rows in 100 manifests) with the chain and reports the share
+// of the compaction's time spent in the pre-commit verifier and in the
+// faithful read's footer check.
+func BenchmarkVerifierBench10k(b *testing.B) {
+	dir := b.TempDir()
+	_, err := testdata.Build(context.Background(), dir, testdata.BuildOptions{Recipes: []string{"tms.bench_10k"}, Scale: 1})
+	require.NoError(b, err)
+	ctx := context.Background()
+	cat, err := catalogs.OpenLocal(ctx, dir, false)
+	require.NoError(b, err)
+	ident := table.Identifier{"tms", "bench_10k"}
+	tbl, err := cat.LoadTable(ctx, ident)
+	require.NoError(b, err)
+	orig := tbl.CurrentSnapshot().SnapshotID
+	var costs safetyCosts
+	for b.Loop() {
+		b.StopTimer()
+		rollback(b, cat, ident, orig)
+		b.StartTimer()
+		rep, err := Run(ctx, cat, ident, []Step{{Type: Compaction}}, Options{})
+		require.NoError(b, err)
+		require.Equal(b, Done, rep.Types[0].Outcome, rep.Types[0].Reason)
+		costs.add(rep.Types[0])
+	}
+	b.ReportMetric(costs.total.Seconds()/float64(b.N), "compaction-s")
+	costs.report(b)
 }
 
 // alternate runs a then b on even iterations and b then a on odd ones:

@@ -82,6 +82,12 @@ type CompactionDetail struct {
 	// Verified holds the pre-commit verifier's checks, one per commit
 	// attempted (see Verification).
 	Verified []Verification `json:"verified,omitempty"`
+	// FilledFiles counts the input files read with identity-partition
+	// columns filled from their partition tuple (see package faithful);
+	// ReadCheckUs is how long reading every input file's footer to plan
+	// the faithful read took, in microseconds.
+	FilledFiles int   `json:"filled_files"`
+	ReadCheckUs int64 `json:"read_check_us"`
 }
 
 // GroupReport is one compaction file group: its partition, what it read,

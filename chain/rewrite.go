@@ -3,10 +3,12 @@ package chain
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tms-dev/tms/internal/faithful"
 )
@@ -36,12 +38,25 @@ func (s *stepState) prepareGroups(ctx context.Context, groups []compaction.Group
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
+	defer func() { detail.ReadCheckUs = time.Since(start).Microseconds() }()
 	plans := make([]*faithful.Plan, len(groups))
+	eg, gctx := errgroup.WithContext(ctx)
+	eg.SetLimit(4) // each Prepare reads its footers concurrently too
 	for i, g := range groups {
-		if plans[i], err = faithful.Prepare(ctx, s.tbl.Metadata(), fs, s.tbl.Schema(), g.Tasks); err != nil {
-			return nil, fmt.Errorf("group %q: %w", g.PartitionKey, err)
-		}
-		detail.Groups[i].FilledFiles = plans[i].Filled()
+		eg.Go(func() (err error) {
+			if plans[i], err = faithful.Prepare(gctx, s.tbl.Metadata(), fs, s.tbl.Schema(), g.Tasks); err != nil {
+				return fmt.Errorf("group %q: %w", g.PartitionKey, err)
+			}
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return nil, err
+	}
+	for i, p := range plans {
+		detail.Groups[i].FilledFiles = p.Filled()
+		detail.FilledFiles += p.Filled()
 	}
 	return plans, nil
 }

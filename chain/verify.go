@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -32,6 +33,8 @@ type Verification struct {
 	// IdentityBounds counts the (new file, identity column) pairs whose
 	// null count and bounds were checked against the partition value.
 	IdentityBounds int `json:"identity_bounds"`
+	// ElapsedUs is how long the checks took, in microseconds.
+	ElapsedUs int64 `json:"elapsed_us"`
 }
 
 // PartitionCheck is the record-count check of one partition tuple.
@@ -57,8 +60,10 @@ type PartitionCheck struct {
 var errVerify = errors.New("pre-commit verifier")
 
 // verifyRewrite checks added against the files of tasks that they replace.
-func verifyRewrite(meta table.Metadata, tasks []table.FileScanTask, added []iceberg.DataFile) (Verification, error) {
-	v := Verification{ReplacedFiles: len(tasks), NewFiles: len(added)}
+func verifyRewrite(meta table.Metadata, tasks []table.FileScanTask, added []iceberg.DataFile) (v Verification, err error) {
+	start := time.Now()
+	defer func() { v.ElapsedUs = time.Since(start).Microseconds() }()
+	v = Verification{ReplacedFiles: len(tasks), NewFiles: len(added)}
 	specs := map[int32]bool{}
 	for _, df := range added {
 		specs[df.SpecID()] = true
