@@ -107,7 +107,7 @@ func prepareTask(meta table.Metadata, fs iceio.IO, schema *iceberg.Schema, t tab
 			return nil, refuse(d.FilePath(), "", "deletion vector format %s (applies to %s): want Puffin", d.FileFormat(), path)
 		}
 		if meta.Version() < 3 {
-			return nil, refuse(d.FilePath(), "", "deletion vector on a format v%d table: deletion vectors need format v3", meta.Version())
+			return nil, refuse(d.FilePath(), "", "deletion vector (applies to %s) on a format v%d table: deletion vectors need format v3", path, meta.Version())
 		}
 	}
 	spec := meta.PartitionSpecByID(int(df.SpecID()))
