@@ -447,8 +447,12 @@ func (p *orphanPlan) execute(ctx context.Context, fsys iceio.IO) ([]string, erro
 
 // subset returns the plan restricted to the listed paths in keep.
 func (p *orphanPlan) subset(keep []string) *orphanPlan {
+	set := make(map[string]bool, len(keep))
+	for _, k := range keep {
+		set[k] = true
+	}
 	out := *p
-	out.files = slices.DeleteFunc(slices.Clone(p.files), func(f plannedOrphan) bool { return !slices.Contains(keep, f.path) })
+	out.files = slices.DeleteFunc(slices.Clone(p.files), func(f plannedOrphan) bool { return !set[f.path] })
 	return &out
 }
 
