@@ -1,16 +1,20 @@
 package chain
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
@@ -282,4 +286,71 @@ func dirFiles(t *testing.T, root string) []string {
 	}))
 	slices.Sort(out)
 	return out
+}
+
+// A writer that appends to the migrated layout while compaction works: the
+// compaction does not land over it, nothing of it is left behind, and the
+// table holds exactly the builder's rows plus the writer's, by the faithful
+// checksum.
+func TestCompactionOfMigratedTableWithConcurrentWriter(t *testing.T) {
+	t.Parallel()
+	f := testdata.BuildForeignT(t, "foreign.migrated")
+	ctx := t.Context()
+	cat, tbl, err := f.LoadTable(ctx)
+	require.NoError(t, err)
+	sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, false, false)
+	require.NoError(t, err)
+	rows := `[{"id": 900001, "region": "eu", "kind": 1, "amount": 1.5, "note": "w"},
+		{"id": 900002, "region": "us", "kind": 2, "amount": 2.5, "note": null},
+		{"id": 900003, "region": "ap", "kind": 2, "amount": 3.5, "note": "w"}]`
+	written, err := array.TableFromJSON(memory.DefaultAllocator, sc, []string{rows})
+	require.NoError(t, err)
+	defer written.Release()
+	var once sync.Once
+	var intended checksum.Result
+	opts := Options{Log: zaptest.NewLogger(t), Hooks: Hooks{BeforeCommit: func(context.Context, Type) error {
+		once.Do(func() {
+			cur, err := cat.LoadTable(ctx, f.Ident)
+			require.NoError(t, err)
+			_, err = cur.AppendTable(ctx, written, written.NumRows(), nil)
+			require.NoError(t, err)
+			cur, err = cat.LoadTable(ctx, f.Ident)
+			require.NoError(t, err)
+			intended, err = checksum.Table(ctx, cur, 0)
+			require.NoError(t, err)
+		})
+		return nil
+	}}}
+	files := dirFiles(t, fileOSPath(tbl.Location()))
+	rep, err := Run(ctx, cat, f.Ident, forcedChain[:1], opts)
+	require.NoError(t, err)
+	require.Equal(t, Conflict, rep.Types[0].Outcome, rep.Types[0].Reason)
+
+	after, err := cat.LoadTable(ctx, f.Ident)
+	require.NoError(t, err)
+	got, err := checksum.Table(ctx, after, 0)
+	require.NoError(t, err)
+	require.Equal(t, intended, got)
+	base, err := checksum.Batches(tbl.Schema(), f.Expected)
+	require.NoError(t, err)
+	require.Equal(t, base.Rows+3, got.Rows)
+	// What is on disk now is what was there, plus the writer's commit only.
+	var added []string
+	for _, p := range dirFiles(t, fileOSPath(tbl.Location())) {
+		if !slices.Contains(files, p) {
+			added = append(added, p)
+		}
+	}
+	refs, err := referencedFiles(after, mustFS(t, after), nil)
+	require.NoError(t, err)
+	for _, p := range added {
+		require.True(t, refs["file://"+p], "file %s left behind", p)
+	}
+}
+
+func mustFS(t *testing.T, tbl *table.Table) icebergio.IO {
+	t.Helper()
+	fs, err := tbl.FS(t.Context())
+	require.NoError(t, err)
+	return fs
 }
