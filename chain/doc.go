@@ -24,6 +24,21 @@
 // A dry run decides and plans but writes and deletes nothing; every type
 // that would work ends skipped with a reason starting "dry run: would".
 //
+// # Tables other engines wrote
+//
+// Compaction does not use iceberg-go's ExecuteCompactionGroup as it is: its
+// scan reads a column that a data file does not store as NULL even when the
+// file's identity-partition tuple holds the value (Spark's migrate/add_files
+// and Hive-style files), and the rewrite would move every row to partition
+// col=null. Each group is read through package internal/faithful instead
+// (iceberg-go's scan plus the identity fill and refusals of what cannot be
+// read exactly, decided from each file's Parquet footer before anything is
+// written) and written with iceberg-go's WriteRecords as that function does
+// (rewrite.go). Before every commit a verifier that reads no rows compares
+// the new files with the replaced ones from metadata: per-partition record
+// counts, partition tuples, and the null counts and bounds of identity
+// columns (verify.go); a mismatch fails the type and nothing is committed.
+//
 // # Conflicts in iceberg-go v0.7.0
 //
 // The SQL catalog checks the commit's requirements (AssertRefSnapshotID on
