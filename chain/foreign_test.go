@@ -94,12 +94,24 @@ func TestChainOnForeignLayouts(t *testing.T) {
 			for _, k := range f.Kept {
 				require.FileExists(t, k, "hidden or kept file")
 			}
+			t.Logf("%s: checksum before %s (%d rows), after %s (%d rows); orphan cleanup deleted %d: %s", name,
+				before.Checksum, before.Rows, got.Checksum, got.Rows, len(deleted), strings.Join(relTo(fileOSPath(after.Location()), deleted), ", "))
 			require.FileExists(t, fileOSPath(after.MetadataLocation()))
 		})
 	}
 }
 
 func countTasks(cd *CompactionDetail) int { return cd.InputFiles }
+
+// relTo spells paths relative to root, for logs.
+func relTo(root string, paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = strings.TrimPrefix(p, root+"/")
+	}
+	slices.Sort(out)
+	return out
+}
 
 // fileOSPath turns a file: location (any spelling) into an OS path.
 func fileOSPath(loc string) string {
