@@ -40,6 +40,19 @@ func (s *stepState) rewriteManifests(ctx context.Context, p manifestPolicy, log 
 	if res.IsNoOp() {
 		return "", skip{fmt.Sprintf("%s, but iceberg-go found nothing to merge (%s)", trigger, res.NoOpReason)}
 	}
+	detail := &ManifestRewriteDetail{RewrittenManifests: len(res.RewrittenManifests), AddedManifests: len(res.AddedManifests)}
+	s.rep.Detail = detail
+	staged, err := txn.StagedTable()
+	if err != nil {
+		return "", fmt.Errorf("stage manifest rewrite: %w", err)
+	}
+	fs, err := s.tbl.FS(ctx)
+	if err != nil {
+		return "", err
+	}
+	if detail.Verified, err = verifyManifestRewrite(ctx, fs, s.tbl.CurrentSnapshot(), staged.CurrentSnapshot()); err != nil {
+		return "", err
+	}
 	if err := s.gate(ctx); err != nil {
 		return "", err
 	}
@@ -49,7 +62,6 @@ func (s *stepState) rewriteManifests(ctx context.Context, p manifestPolicy, log 
 	}
 	s.committed(tbl)
 	log.Info("rewrote manifests", zap.Int("rewritten", len(res.RewrittenManifests)), zap.Int("added", len(res.AddedManifests)))
-	s.rep.Detail = map[string]int{"rewritten_manifests": len(res.RewrittenManifests), "added_manifests": len(res.AddedManifests)}
 	return fmt.Sprintf("%s: merged %d manifests into %d", trigger, len(res.RewrittenManifests), len(res.AddedManifests)), nil
 }
 

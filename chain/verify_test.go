@@ -182,3 +182,29 @@ func TestVerifyRewrite(t *testing.T) {
 		require.ErrorContains(t, err, "has partition region=us")
 	})
 }
+
+// The manifest-rewrite verifier accepts the same live files and names a
+// file that appeared or went missing.
+func TestVerifyManifestRewrite(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.small_files")
+	tbl := b.load(t)
+	fs, err := tbl.FS(b.ctx)
+	require.NoError(t, err)
+	snaps := tbl.Metadata().Snapshots()
+	first, cur := &snaps[0], tbl.CurrentSnapshot()
+	v, err := verifyManifestRewrite(b.ctx, fs, cur, cur)
+	require.NoError(t, err)
+	require.Equal(t, smallFiles, v.LiveFiles)
+	require.EqualValues(t, smallRows, v.Records)
+	_, err = verifyManifestRewrite(b.ctx, fs, first, cur)
+	require.ErrorIs(t, err, errVerify)
+	require.ErrorContains(t, err, "manifest rewrite added live file")
+	_, err = verifyManifestRewrite(b.ctx, fs, cur, first)
+	require.ErrorContains(t, err, "manifest rewrite dropped live file")
+
+	// A real rewrite passes and is recorded.
+	rep := b.run(t, Step{Type: ManifestRewrite, Policy: policy(`{"minManifestNumber": 2}`)})
+	require.Equal(t, Done, rep.Types[0].Outcome, rep.Types[0].Reason)
+	require.Equal(t, smallFiles, rep.Types[0].Detail.(*ManifestRewriteDetail).Verified.LiveFiles)
+}
