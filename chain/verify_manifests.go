@@ -112,4 +112,3 @@ func liveEntries(ctx context.Context, fs iceio.IO, snap *table.Snapshot) (map[st
 	}
 	return out, nil
 }
-
