@@ -34,6 +34,15 @@
 // defaults ~8 s); tms.bench_10k ~15–22 s, nearly all of it creating and
 // closing 10,000 parquet files.
 //
+// Foreign recipes (ForeignRecipes, BuildForeign, BuildForeignT; see
+// foreign.go) are tables laid out the way other engines leave them —
+// foreign.migrated, foreign.name-mapped, foreign.evolved, foreign.defaults,
+// foreign.cross-partition-eq-deletes, foreign.relative, foreign.file-uri,
+// foreign.hadoop-sidecars — each with its own builder, the rows it wrote
+// (ForeignTable.Expected, the oracle a faithful reader must match), planted
+// orphans and files orphan cleanup must keep. They are built one per
+// directory and are not part of Build.
+//
 // Note that the go command leaves directories named testdata out of ./...
 // patterns: name this package explicitly (go test ./testdata/).
 package testdata
