@@ -84,6 +84,7 @@ func newFixture(t *testing.T, props iceberg.Properties) fixture {
 		iceberg.NestedField{ID: 2, Name: "region", Type: iceberg.PrimitiveTypes.String},
 		iceberg.NestedField{ID: 3, Name: "kind", Type: iceberg.PrimitiveTypes.Int32},
 		iceberg.NestedField{ID: 4, Name: "amount", Type: iceberg.PrimitiveTypes.Float64},
+		iceberg.NestedField{ID: 5, Name: "ts", Type: iceberg.PrimitiveTypes.TimestampTz},
 	)
 	spec := iceberg.NewPartitionSpec(
 		iceberg.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: "region", Transform: iceberg.IdentityTransform{}},
@@ -100,12 +101,18 @@ type column struct {
 	name string
 	id   int
 	typ  arrow.DataType
-	vals any // []int64, []int32, []string or []float64
+	vals any // []int64, []int32, []string, []float64 or []arrow.Timestamp
 }
 
 // write writes a parquet file with cols and returns a task for it with the
 // given partition tuple.
 func (f fixture) write(t *testing.T, name string, part map[int]any, cols ...column) table.FileScanTask {
+	t.Helper()
+	return f.writeWith(t, pqarrow.DefaultWriterProps(), name, part, cols...)
+}
+
+// writeWith is write with Arrow writer properties (e.g. INT96 timestamps).
+func (f fixture) writeWith(t *testing.T, props pqarrow.ArrowWriterProperties, name string, part map[int]any, cols ...column) table.FileScanTask {
 	t.Helper()
 	var fields []arrow.Field
 	for _, c := range cols {
@@ -133,6 +140,9 @@ func (f fixture) write(t *testing.T, name string, part map[int]any, cols ...colu
 		case []float64:
 			rb.Field(i).(*array.Float64Builder).AppendValues(v, nil)
 			n = len(v)
+		case []arrow.Timestamp:
+			rb.Field(i).(*array.TimestampBuilder).AppendValues(v, nil)
+			n = len(v)
 		}
 	}
 	rec := rb.NewRecordBatch()
@@ -140,7 +150,7 @@ func (f fixture) write(t *testing.T, name string, part map[int]any, cols ...colu
 	path := filepath.Join(f.dir, name)
 	out, err := os.Create(path)
 	require.NoError(t, err)
-	w, err := pqarrow.NewFileWriter(sc, out, nil, pqarrow.DefaultWriterProps())
+	w, err := pqarrow.NewFileWriter(sc, out, nil, props)
 	require.NoError(t, err)
 	require.NoError(t, w.Write(rec))
 	require.NoError(t, w.Close())
@@ -218,6 +228,10 @@ func TestPrepareDecides(t *testing.T) {
 		{"no field ids and no name mapping", schema, func() table.FileScanTask {
 			return f.write(t, "h.parquet", euKind7, column{"id", -1, arrow.PrimitiveTypes.Int64, []int64{1}})
 		}, nil, "the file has no field ids and the table has no name mapping (schema.name-mapping.default)"},
+		{"INT96 timestamps (Spark's and Hive's legacy layout)", schema, func() table.FileScanTask {
+			ts := column{"ts", 5, &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}, []arrow.Timestamp{1_700_000_000_000_000_000, 0, 5}}
+			return f.writeWith(t, pqarrow.NewArrowWriterProperties(pqarrow.WithDeprecatedInt96Timestamps(true)), "l.parquet", euKind7, idCol, ts)
+		}, nil, "column ts (field id 5): the file stores it as timestamptz_ns, which does not read exactly as the table type timestamptz"},
 		{"ORC data file", schema, func() table.FileScanTask {
 			return table.FileScanTask{File: f.dataFile(t, iceberg.EntryContentData, "file:///x/part-0.orc", iceberg.OrcFile, euKind7, 3, 100)}
 		}, nil, "data file format ORC: only Parquet data files are read"},
