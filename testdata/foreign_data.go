@@ -145,6 +145,24 @@ type foreignPlant struct {
 	content []byte
 }
 
+// finishForeign completes ft once its table is built: Expected from the
+// rows the builder wrote, then the planted orphans and kept files (partDir
+// as for plantForeign).
+func finishForeign(ctx context.Context, ft ForeignTable, tbl *table.Table, expected []foreignRow, partDir string) (ForeignTable, error) {
+	var err error
+	if ft.Expected, err = expectedBatches(tbl.Schema(), expected); err != nil {
+		return ForeignTable{}, err
+	}
+	beside, err := anyDataFile(ctx, tbl)
+	if err != nil {
+		return ForeignTable{}, err
+	}
+	if err := plantForeign(&ft, tbl, partDir, beside); err != nil {
+		return ForeignTable{}, err
+	}
+	return ft, nil
+}
+
 // plantForeign writes the orphans and the kept (hidden) files of a foreign
 // table under its location, all with an mtime OrphanAge in the past, and
 // records their absolute paths in ft. The orphans are writer-shaped names

@@ -150,15 +150,5 @@ func buildDefaults(ctx context.Context, dir string) (ForeignTable, error) {
 		return ForeignTable{}, err
 	}
 
-	if ft.Expected, err = expectedBatches(tbl.Schema(), expected); err != nil {
-		return ForeignTable{}, err
-	}
-	beside, err := anyDataFile(ctx, tbl)
-	if err != nil {
-		return ForeignTable{}, err
-	}
-	if err := plantForeign(&ft, tbl, "ts_day=2024-01-02", beside); err != nil {
-		return ForeignTable{}, err
-	}
-	return ft, nil
+	return finishForeign(ctx, ft, tbl, expected, "ts_day=2024-01-02")
 }

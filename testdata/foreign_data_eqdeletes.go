@@ -157,17 +157,7 @@ func buildCrossPartitionEqDeletes(ctx context.Context, dir string) (ForeignTable
 			expected = append(expected, row)
 		}
 	}
-	if ft.Expected, err = expectedBatches(tbl.Schema(), expected); err != nil {
-		return ForeignTable{}, err
-	}
-	beside, err := anyDataFile(ctx, tbl)
-	if err != nil {
-		return ForeignTable{}, err
-	}
-	if err := plantForeign(&ft, tbl, "region=eu", beside); err != nil {
-		return ForeignTable{}, err
-	}
-	return ft, nil
+	return finishForeign(ctx, ft, tbl, expected, "region=eu")
 }
 
 // commitEqDeletes writes ids as one equality-delete file keyed on id in

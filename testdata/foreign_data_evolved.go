@@ -132,15 +132,5 @@ func buildEvolved(ctx context.Context, dir string) (ForeignTable, error) {
 		return ForeignTable{}, err
 	}
 
-	if ft.Expected, err = expectedBatches(tbl.Schema(), expected); err != nil {
-		return ForeignTable{}, err
-	}
-	beside, err := anyDataFile(ctx, tbl)
-	if err != nil {
-		return ForeignTable{}, err
-	}
-	if err := plantForeign(&ft, tbl, "ts_day=2024-01-02", beside); err != nil {
-		return ForeignTable{}, err
-	}
-	return ft, nil
+	return finishForeign(ctx, ft, tbl, expected, "ts_day=2024-01-02")
 }

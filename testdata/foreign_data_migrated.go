@@ -169,15 +169,5 @@ func buildMigrated(ctx context.Context, dir string) (ForeignTable, error) {
 		return ForeignTable{}, err
 	}
 
-	if ft.Expected, err = expectedBatches(tbl.Schema(), expected); err != nil {
-		return ForeignTable{}, err
-	}
-	beside, err := anyDataFile(ctx, tbl)
-	if err != nil {
-		return ForeignTable{}, err
-	}
-	if err := plantForeign(&ft, tbl, "region=eu/kind=1", beside); err != nil {
-		return ForeignTable{}, err
-	}
-	return ft, nil
+	return finishForeign(ctx, ft, tbl, expected, "region=eu/kind=1")
 }

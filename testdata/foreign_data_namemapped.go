@@ -133,15 +133,5 @@ func buildNameMapped(ctx context.Context, dir string) (ForeignTable, error) {
 		return ForeignTable{}, err
 	}
 
-	if ft.Expected, err = expectedBatches(tbl.Schema(), expected); err != nil {
-		return ForeignTable{}, err
-	}
-	beside, err := anyDataFile(ctx, tbl)
-	if err != nil {
-		return ForeignTable{}, err
-	}
-	if err := plantForeign(&ft, tbl, "region=us", beside); err != nil {
-		return ForeignTable{}, err
-	}
-	return ft, nil
+	return finishForeign(ctx, ft, tbl, expected, "region=us")
 }
