@@ -80,8 +80,12 @@ type CompactionDetail struct {
 	// rewrite and removed beyond those the groups expunged themselves.
 	RemovedDeleteFiles int `json:"removed_delete_files"`
 	// Verified holds the pre-commit verifier's checks, one per commit
-	// attempted (see Verification).
+	// attempt (see Verification).
 	Verified []Verification `json:"verified,omitempty"`
+	// Rebases lists the commit attempts rebuilt on a head that had moved:
+	// the snapshots that landed while the compaction worked, all of them
+	// found not to touch its input files (see Rebase).
+	Rebases []Rebase `json:"rebases,omitempty"`
 	// FilledFiles counts the input files read with identity-partition
 	// columns filled from their partition tuple (see package faithful);
 	// ReadCheckUs is how long reading every input file's footer to plan
@@ -146,6 +150,9 @@ func (s *stepState) compact(ctx context.Context, p compactionPolicy, log *zap.Lo
 		return "", skip{fmt.Sprintf("dry run: would rewrite %d files (%d bytes) in %d groups; %s", detail.InputFiles, detail.InputBytes, len(groups), trigger)}
 	}
 
+	if err := s.startGate(ctx); err != nil {
+		return "", err
+	}
 	results, err := s.executeGroups(ctx, groups, cfg.TargetFileSizeBytes, int(p.maxConcurrent), detail, log)
 	if err != nil {
 		return "", err
@@ -153,8 +160,16 @@ func (s *stepState) compact(ctx context.Context, p compactionPolicy, log *zap.Lo
 	if err := s.commitGroups(ctx, groups, results, p, detail); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s: rewrote %d files (%d bytes) into %d (%d bytes) in %d groups, %d commits",
-		trigger, detail.InputFiles, detail.InputBytes, detail.OutputFiles, detail.OutputBytes, len(groups), detail.Commits), nil
+	rebased := ""
+	if n := len(detail.Rebases); n > 0 {
+		k := 0
+		for _, r := range detail.Rebases {
+			k += len(r.Snapshots)
+		}
+		rebased = fmt.Sprintf(", rebased %d times over %d snapshots that landed meanwhile", n, k)
+	}
+	return fmt.Sprintf("%s: rewrote %d files (%d bytes) into %d (%d bytes) in %d groups, %d commits%s",
+		trigger, detail.InputFiles, detail.InputBytes, detail.OutputFiles, detail.OutputBytes, len(groups), detail.Commits, rebased), nil
 }
 
 // planCompaction plans file groups at S0, restricted to the `where`
@@ -343,30 +358,34 @@ func (s *stepState) commitGroups(ctx context.Context, groups []compaction.Group,
 			tasks = append(tasks, groupBatches[bi][i].Tasks...)
 			added = append(added, gr.NewDataFiles...)
 		}
-		ver, err := verifyRewrite(s.tbl.Metadata(), tasks, added)
-		detail.Verified = append(detail.Verified, ver)
+		replaced := slices.Clone(dead)
+		for _, t := range tasks {
+			replaced = append(replaced, t.File)
+		}
+		check := func() error {
+			ver, err := verifyRewrite(s.tbl.Metadata(), tasks, added)
+			detail.Verified = append(detail.Verified, ver)
+			return err
+		}
+		build := func(txn *table.Transaction) error {
+			rw := txn.NewRewrite(iceberg.Properties{"tms.maintenance": string(Compaction)})
+			for _, gr := range batch {
+				rw.ApplyResult(gr)
+			}
+			for _, df := range dead {
+				rw.DeleteFile(df)
+			}
+			if err := rw.Commit(ctx); err != nil {
+				return fmt.Errorf("stage rewrite: %w", err)
+			}
+			return nil
+		}
+		tbl, rebases, err := s.commitRewrite(ctx, newInputs(replaced), check, build)
+		detail.Rebases = append(detail.Rebases, rebases...)
 		if err != nil {
 			return err
-		}
-		if err := s.gate(ctx); err != nil {
-			return err
-		}
-		txn := s.tbl.NewTransaction()
-		rw := txn.NewRewrite(iceberg.Properties{"tms.maintenance": string(Compaction)})
-		for _, gr := range batch {
-			rw.ApplyResult(gr)
-		}
-		for _, df := range dead {
-			rw.DeleteFile(df)
 		}
 		detail.RemovedDeleteFiles += len(dead)
-		if err := rw.Commit(ctx); err != nil {
-			return fmt.Errorf("stage rewrite: %w", err)
-		}
-		tbl, err := txn.Commit(ctx)
-		if err != nil {
-			return fmt.Errorf("commit rewrite: %w", err)
-		}
 		s.committed(tbl)
 		detail.Commits++
 	}

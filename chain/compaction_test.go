@@ -14,6 +14,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tms-dev/tms/checksum"
 	"github.com/tms-dev/tms/sampler"
 )
 
@@ -131,8 +132,10 @@ func filesPerPartition(t *testing.T, tbl *table.Table) map[string]int {
 	return out
 }
 
-// A writer that commits between our plan and our commit: the commit loses
-// the race, nothing of ours is left, and the writer's rows are all there.
+// A writer that appends between our plan and our commit: the commit loses
+// the race, the chain finds the writer's snapshot only appended, rebuilds
+// the rewrite on it and commits; the writer's rows and ours are all there
+// and nothing of the lost attempt is left.
 func TestCompactionConcurrentAppend(t *testing.T) {
 	t.Parallel()
 	for _, retries := range []string{"0", "3"} {
@@ -151,11 +154,17 @@ func TestCompactionConcurrentAppend(t *testing.T) {
 			}
 			rep := b.run(t, Step{Type: Compaction})
 			tr := rep.Types[0]
-			require.Equal(t, Conflict, tr.Outcome, tr.Reason)
-			require.Contains(t, tr.Reason, "removed")
+			require.Equal(t, Done, tr.Outcome, tr.Reason)
+			require.Contains(t, tr.Reason, "rebased 1 times over 1 snapshots")
+			rebases := tr.Detail.(*CompactionDetail).Rebases
+			require.Len(t, rebases, 1)
+			require.Len(t, rebases[0].Snapshots, 1)
+			require.Equal(t, InterveningSnapshot{ID: rebases[0].To, Operation: "append", AddedDataFiles: 1}, rebases[0].Snapshots[0])
+			require.Equal(t, rep.Types[0].BeforeSnapshotID, rebases[0].From)
 			got := b.sum(t)
 			require.Equal(t, intended, got.Checksum)
 			require.EqualValues(t, smallRows+500, got.Rows)
+			require.EqualValues(t, 2, tr.MetricsAfter.DataFileNumber, "the compacted file plus the appended one")
 			require.Empty(t, b.strayFiles(t))
 		})
 	}
@@ -364,5 +373,65 @@ func TestGroupConcurrency(t *testing.T) {
 		{n: 0, limit: 5, procs: 2, want: 1},
 	} {
 		require.Equal(t, tc.want, groupConcurrency(tc.n, tc.limit, tc.procs), "%+v", tc)
+	}
+}
+
+// What lands while a compaction works decides whether it commits: deletes
+// in partitions it does not rewrite (copy-on-write and merge-on-read) are
+// benign and it commits on top of them; a merge-on-read delete in a
+// partition it rewrites, and a schema change, are conflicts. Rows always
+// end as the writers intended.
+func TestCompactionCommitsThroughBenignChanges(t *testing.T) {
+	t.Parallel()
+	onlyLate := policy(`{"rewriteOptions": {"where": "ts >= '2024-01-05T00:00:00+00:00'"}}`)
+	early := iceberg.LessThan(iceberg.Reference("ts"), "2024-01-02T00:00:00+00:00")
+	late := iceberg.GreaterThanEqual(iceberg.Reference("ts"), "2024-01-06T00:00:00+00:00")
+	mor := iceberg.Properties{table.WriteDeleteModeKey: table.WriteModeMergeOnRead}
+	for _, tc := range []struct {
+		name    string
+		props   iceberg.Properties
+		write   func(t *testing.T, b bundle)
+		outcome Outcome
+		reason  string
+	}{
+		{"copy-on-write delete elsewhere", iceberg.Properties{table.WriteDeleteModeKey: table.WriteModeCopyOnWrite},
+			func(t *testing.T, b bundle) { b.delete(t, early) }, Done, "rebased 1 times"},
+		{"merge-on-read delete elsewhere", mor,
+			func(t *testing.T, b bundle) { b.delete(t, early) }, Done, "rebased 1 times"},
+		{"merge-on-read delete in a rewritten partition", mor,
+			func(t *testing.T, b bundle) { b.delete(t, iceberg.NewAnd(late, iceberg.LessThan(iceberg.Reference("id"), int64(350)))) },
+			Conflict, "which may apply to the input files"},
+		{"copy-on-write delete in a rewritten partition", iceberg.Properties{table.WriteDeleteModeKey: table.WriteModeCopyOnWrite},
+			func(t *testing.T, b bundle) { b.delete(t, late) }, Conflict, "removed input file"},
+		{"schema change", nil, func(t *testing.T, b bundle) {
+			txn := b.load(t).NewTransaction()
+			require.NoError(t, txn.UpdateSchema(true, false).AddColumn([]string{"extra"}, iceberg.PrimitiveTypes.Int32, "", false, nil).Commit())
+			_, err := txn.Commit(b.ctx)
+			require.NoError(t, err)
+			b.appendRows(t, 1_000_000, 10) // a snapshot, so the head moves
+		}, Conflict, "the schema changed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, "tms.partitioned")
+			if tc.props != nil {
+				b.setProps(t, tc.props)
+			}
+			var intended checksum.Result
+			var once sync.Once
+			b.opts.Hooks.BeforeCommit = func(context.Context, Type) error {
+				once.Do(func() {
+					tc.write(t, b)
+					intended = b.sum(t)
+				})
+				return nil
+			}
+			rep := b.run(t, Step{Type: Compaction, Policy: onlyLate})
+			tr := rep.Types[0]
+			require.Equal(t, tc.outcome, tr.Outcome, tr.Reason)
+			require.Contains(t, tr.Reason, tc.reason)
+			require.Equal(t, intended, b.sum(t))
+			require.Empty(t, b.strayFiles(t))
+		})
 	}
 }

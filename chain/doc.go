@@ -16,10 +16,21 @@
 //
 // Run executes the steps it is given in chain order. For each type it loads
 // the table, samples S0 (Hooks.Sampled "before"), decides (the reason is
-// kept either way), works, and before each commit checks drift.Check
-// against S0 and then Hooks.BeforeCommit. A type that committed is sampled
-// again (Hooks.Sampled "after"). There is no re-sample loop: a type whose
-// table moved ends ended-drift and the next type runs.
+// kept either way), and works. A type that committed is sampled again
+// (Hooks.Sampled "after"). There is no re-sample loop: a type whose table
+// moved ends ended-drift and the next type runs.
+//
+// Compaction checks drift where the design puts it, after S0 and the
+// decision and before any work starts; once its files are written it
+// commits with optimistic concurrency (rebase.go): the snapshots that
+// landed since S0 are classified, and when they only appended data (or
+// added delete files that cannot apply to its input files) the same
+// rewrite is rebuilt on the new head and committed, at most maxRebases
+// times, with the verifier and Hooks.BeforeCommit run again for every
+// attempt; a snapshot that removed an input file, added a delete file that
+// may apply to one, or a schema or spec change ends it conflict. The other
+// types check drift.Check against S0 and then Hooks.BeforeCommit before
+// each commit.
 //
 // A dry run decides and plans but writes and deletes nothing; every type
 // that would work ends skipped with a reason starting "dry run: would".

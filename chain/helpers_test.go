@@ -160,3 +160,11 @@ func fileExists(loc string) bool {
 	_, err := os.Stat(localPath(loc))
 	return err == nil
 }
+
+// delete deletes the rows matching filter through a separately loaded
+// table, as a concurrent writer would.
+func (b bundle) delete(t *testing.T, filter iceberg.BooleanExpression) {
+	t.Helper()
+	_, err := b.load(t).Delete(b.ctx, filter, nil)
+	require.NoError(t, err)
+}

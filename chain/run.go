@@ -335,10 +335,11 @@ func (s *stepState) committed(tbl *table.Table) {
 // ErrCommitFailed) or ErrCommitDiverged.
 func classify(err error) Outcome {
 	var de *driftError
+	var ce *conflictError
 	switch {
 	case errors.As(err, &de):
 		return EndedDrift
-	case isConflict(err):
+	case errors.As(err, &ce), isConflict(err):
 		return Conflict
 	}
 	return Failed
