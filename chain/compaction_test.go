@@ -399,7 +399,9 @@ func TestCompactionCommitsThroughBenignChanges(t *testing.T) {
 		{"merge-on-read delete elsewhere", mor,
 			func(t *testing.T, b bundle) { b.delete(t, early) }, Done, "rebased 1 times"},
 		{"merge-on-read delete in a rewritten partition", mor,
-			func(t *testing.T, b bundle) { b.delete(t, iceberg.NewAnd(late, iceberg.LessThan(iceberg.Reference("id"), int64(350)))) },
+			func(t *testing.T, b bundle) {
+				b.delete(t, iceberg.NewAnd(late, iceberg.LessThan(iceberg.Reference("id"), int64(350))))
+			},
 			Conflict, "which may apply to the input files"},
 		{"copy-on-write delete in a rewritten partition", iceberg.Properties{table.WriteDeleteModeKey: table.WriteModeCopyOnWrite},
 			func(t *testing.T, b bundle) { b.delete(t, late) }, Conflict, "removed input file"},

@@ -254,4 +254,3 @@ func newSince(since []InterveningSnapshot, earlier []Rebase) []InterveningSnapsh
 	}
 	return slices.DeleteFunc(slices.Clone(since), func(s InterveningSnapshot) bool { return seen[s.ID] })
 }
-
