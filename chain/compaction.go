@@ -160,16 +160,8 @@ func (s *stepState) compact(ctx context.Context, p compactionPolicy, log *zap.Lo
 	if err := s.commitGroups(ctx, groups, results, p, detail); err != nil {
 		return "", err
 	}
-	rebased := ""
-	if n := len(detail.Rebases); n > 0 {
-		k := 0
-		for _, r := range detail.Rebases {
-			k += len(r.Snapshots)
-		}
-		rebased = fmt.Sprintf(", rebased %d times over %d snapshots that landed meanwhile", n, k)
-	}
 	return fmt.Sprintf("%s: rewrote %d files (%d bytes) into %d (%d bytes) in %d groups, %d commits%s",
-		trigger, detail.InputFiles, detail.InputBytes, detail.OutputFiles, detail.OutputBytes, len(groups), detail.Commits, rebased), nil
+		trigger, detail.InputFiles, detail.InputBytes, detail.OutputFiles, detail.OutputBytes, len(groups), detail.Commits, rebasedText(detail.Rebases)), nil
 }
 
 // planCompaction plans file groups at S0, restricted to the `where`

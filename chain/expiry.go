@@ -33,14 +33,59 @@ func (s *stepState) expire(ctx context.Context, p expiryPolicy, log *zap.Logger)
 			return "", fmt.Errorf("protected snapshots: %w", err)
 		}
 	}
-	meta := s.tbl.Metadata()
+	if !s.r.opts.DryRun {
+		if err := s.startGate(ctx); err != nil {
+			return "", err
+		}
+	}
+	var expired []int64
+	var retain int64
+	var total int
+	plan := func(cur *table.Table) (*table.Transaction, error) {
+		txn, ex, r, err := s.planExpiry(cur, p, protected, log)
+		expired, retain, total = ex, r, len(cur.Metadata().Snapshots())
+		if err != nil {
+			return nil, err
+		}
+		desc := retentionString(p, retain)
+		if len(expired) == 0 {
+			return nil, skip{"nothing to expire with " + desc}
+		}
+		if s.r.opts.DryRun {
+			return nil, skip{fmt.Sprintf("dry run: would expire %d of %d snapshots with %s", len(expired), total, desc)}
+		}
+		return txn, nil
+	}
+	tbl, rebases, err := s.commitReplanned(ctx, plan)
+	if err != nil {
+		return "", err
+	}
+	s.committed(tbl)
+	s.rep.Detail = &ExpiryDetail{ExpiredSnapshots: expired, Rebases: rebases}
+	return fmt.Sprintf("expired %d of %d snapshots with %s%s", len(expired), total, retentionString(p, retain), rebasedText(rebases)), nil
+}
+
+// ExpiryDetail is the TypeReport.Detail of a snapshot expiry that
+// committed.
+type ExpiryDetail struct {
+	ExpiredSnapshots []int64 `json:"expired_snapshots"`
+	// Rebases lists the times the expiry was planned again on a head that
+	// had moved (see Rebase).
+	Rebases []Rebase `json:"rebases,omitempty"`
+}
+
+// planExpiry stages an expiry on cur and returns it with the snapshots it
+// expires and the retain-last it used: the policy's, raised so that no
+// protected snapshot on main's ancestry is expired.
+func (s *stepState) planExpiry(cur *table.Table, p expiryPolicy, protected []int64, log *zap.Logger) (*table.Transaction, []int64, int64, error) {
+	meta := cur.Metadata()
 	depth := map[int64]int{}
-	for i, snap := range ancestors(meta, s.s0.SnapshotID) {
-		depth[snap] = i
+	if head := cur.CurrentSnapshot(); head != nil {
+		for i, snap := range ancestors(meta, head.SnapshotID) {
+			depth[snap] = i
+		}
 	}
 	retain := p.retainLast
-	var txn *table.Transaction
-	var expired []int64
 	for {
 		var opts []table.ExpireSnapshotsOpt
 		if p.hasOlder {
@@ -50,15 +95,25 @@ func (s *stepState) expire(ctx context.Context, p expiryPolicy, log *zap.Logger)
 			opts = append(opts, table.WithRetainLast(int(retain)))
 		}
 		opts = append(opts, table.WithPostCommit(p.cleanFiles))
-		txn = s.tbl.NewTransaction()
+		txn := cur.NewTransaction()
+		// iceberg-go's RemoveSnapshots drops, without a word, every ref
+		// that points at a removed snapshot, against the metadata the
+		// catalog holds at commit time: pin every ref this plan saw, so a
+		// branch or tag moved meanwhile fails the commit (and the plan is
+		// made again) instead of being dropped.
+		for name := range meta.Refs() {
+			if err := txn.AssertRefSnapshotID(name); err != nil {
+				return nil, nil, retain, fmt.Errorf("pin ref %s: %w", name, err)
+			}
+		}
 		if err := txn.ExpireSnapshots(opts...); err != nil {
-			return "", fmt.Errorf("expire snapshots: %w", err)
+			return nil, nil, retain, fmt.Errorf("expire snapshots: %w", err)
 		}
 		staged, err := txn.StagedTable()
 		if err != nil {
-			return "", fmt.Errorf("stage snapshot expiry: %w", err)
+			return nil, nil, retain, fmt.Errorf("stage snapshot expiry: %w", err)
 		}
-		expired = expired[:0]
+		var expired []int64
 		for _, snap := range meta.Snapshots() {
 			if staged.Metadata().SnapshotByID(snap.SnapshotID) == nil {
 				expired = append(expired, snap.SnapshotID)
@@ -77,31 +132,14 @@ func (s *stepState) expire(ctx context.Context, p expiryPolicy, log *zap.Logger)
 			}
 		}
 		if len(stuck) > 0 {
-			return "", skip{fmt.Sprintf("would expire snapshots %v that other jobs planned from and that no branch keeps; not expiring", stuck)}
+			return nil, nil, retain, skip{fmt.Sprintf("would expire snapshots %v that other jobs planned from and that no branch keeps; not expiring", stuck)}
 		}
 		if need == retain {
-			break
+			return txn, expired, retain, nil
 		}
 		log.Info("raising retain-last to keep protected snapshots", zap.Int64("retain_last", need))
 		retain = need
 	}
-	desc := retentionString(p, retain)
-	if len(expired) == 0 {
-		return "", skip{"nothing to expire with " + desc}
-	}
-	if s.r.opts.DryRun {
-		return "", skip{fmt.Sprintf("dry run: would expire %d of %d snapshots with %s", len(expired), len(meta.Snapshots()), desc)}
-	}
-	if err := s.gate(ctx); err != nil {
-		return "", err
-	}
-	tbl, err := txn.Commit(ctx)
-	if err != nil {
-		return "", fmt.Errorf("commit snapshot expiry: %w", err)
-	}
-	s.committed(tbl)
-	s.rep.Detail = map[string]any{"expired_snapshots": expired}
-	return fmt.Sprintf("expired %d of %d snapshots with %s", len(expired), len(meta.Snapshots()), desc), nil
 }
 
 func retentionString(p expiryPolicy, retain int64) string {

@@ -32,37 +32,43 @@ func (s *stepState) rewriteManifests(ctx context.Context, p manifestPolicy, log 
 	if s.r.opts.DryRun {
 		return "", skip{fmt.Sprintf("dry run: would rewrite %d manifests; %s", m.ManifestNumber, trigger)}
 	}
-	txn := s.tbl.NewTransaction()
-	res, err := txn.RewriteManifests(ctx, table.WithManifestTargetSize(p.targetManifestSize))
-	if err != nil {
-		return "", fmt.Errorf("rewrite manifests: %w", err)
-	}
-	if res.IsNoOp() {
-		return "", skip{fmt.Sprintf("%s, but iceberg-go found nothing to merge (%s)", trigger, res.NoOpReason)}
-	}
-	detail := &ManifestRewriteDetail{RewrittenManifests: len(res.RewrittenManifests), AddedManifests: len(res.AddedManifests)}
-	s.rep.Detail = detail
-	staged, err := txn.StagedTable()
-	if err != nil {
-		return "", fmt.Errorf("stage manifest rewrite: %w", err)
+	if err := s.startGate(ctx); err != nil {
+		return "", err
 	}
 	fs, err := s.tbl.FS(ctx)
 	if err != nil {
 		return "", err
 	}
-	if detail.Verified, err = verifyManifestRewrite(ctx, fs, s.tbl.CurrentSnapshot(), staged.CurrentSnapshot()); err != nil {
-		return "", err
+	detail := &ManifestRewriteDetail{}
+	var res *table.RewriteManifestsResult
+	plan := func(cur *table.Table) (*table.Transaction, error) {
+		txn := cur.NewTransaction()
+		var err error
+		if res, err = txn.RewriteManifests(ctx, table.WithManifestTargetSize(p.targetManifestSize)); err != nil {
+			return nil, fmt.Errorf("rewrite manifests: %w", err)
+		}
+		if res.IsNoOp() {
+			return nil, skip{fmt.Sprintf("%s, but iceberg-go found nothing to merge (%s)", trigger, res.NoOpReason)}
+		}
+		detail.RewrittenManifests, detail.AddedManifests = len(res.RewrittenManifests), len(res.AddedManifests)
+		staged, err := txn.StagedTable()
+		if err != nil {
+			return nil, fmt.Errorf("stage manifest rewrite: %w", err)
+		}
+		if detail.Verified, err = verifyManifestRewrite(ctx, fs, cur.CurrentSnapshot(), staged.CurrentSnapshot()); err != nil {
+			return nil, err
+		}
+		return txn, nil
 	}
-	if err := s.gate(ctx); err != nil {
-		return "", err
-	}
-	tbl, err := txn.Commit(ctx)
+	tbl, rebases, err := s.commitReplanned(ctx, plan)
+	detail.Rebases = rebases
 	if err != nil {
-		return "", fmt.Errorf("commit manifest rewrite: %w", err)
+		return "", err
 	}
+	s.rep.Detail = detail
 	s.committed(tbl)
 	log.Info("rewrote manifests", zap.Int("rewritten", len(res.RewrittenManifests)), zap.Int("added", len(res.AddedManifests)))
-	return fmt.Sprintf("%s: merged %d manifests into %d", trigger, len(res.RewrittenManifests), len(res.AddedManifests)), nil
+	return fmt.Sprintf("%s: merged %d manifests into %d%s", trigger, len(res.RewrittenManifests), len(res.AddedManifests), rebasedText(rebases)), nil
 }
 
 // manifestCount is used by tests and reports: the number of manifests of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
@@ -186,7 +187,11 @@ func classifySince(fs iceio.IO, base drift.Base, s0 table.Metadata, fresh *table
 // commitRewrite commits a rewrite built by build on the current head,
 // rebuilding it on a new head when snapshots landed since S0 that do not
 // conflict with it (see classifySince), at most maxRebases times. check runs
-// before every attempt (the verifier); the BeforeCommit gate runs after it.
+// before every attempt (the verifier), then the BeforeCommit gate, then the
+// table is loaded and classified once more, so that what can slip in
+// unseen is only what lands during the commit's own round trip (and that
+// fails the catalog's assertion of the base snapshot, and is classified on
+// the next attempt).
 // It returns the committed table and the rebases it needed.
 func (s *stepState) commitRewrite(ctx context.Context, in inputs, check func() error,
 	build func(txn *table.Transaction) error,
@@ -199,6 +204,15 @@ func (s *stepState) commitRewrite(ctx context.Context, in inputs, check func() e
 	cur := s.tbl
 	var rebases []Rebase
 	for attempt := 0; ; attempt++ {
+		if err := check(); err != nil {
+			return nil, rebases, err
+		}
+		if h := s.r.opts.Hooks.BeforeCommit; h != nil {
+			if err := h(ctx, s.t); err != nil {
+				return nil, rebases, &hookError{"before commit", err}
+			}
+		}
+		// The last look before the commit, after the fence check.
 		fresh, err := catalogs.LoadTable(ctx, s.r.cat, s.r.ident)
 		if err != nil {
 			return nil, rebases, fmt.Errorf("load table before commit: %w", err)
@@ -216,14 +230,6 @@ func (s *stepState) commitRewrite(ctx context.Context, in inputs, check func() e
 				rebases = append(rebases, Rebase{From: from, To: head.SnapshotID, Snapshots: newSince(since, rebases)})
 			}
 			cur = recordingTable(fresh, s.r.cat, s.rec)
-		}
-		if err := check(); err != nil {
-			return nil, rebases, err
-		}
-		if h := s.r.opts.Hooks.BeforeCommit; h != nil {
-			if err := h(ctx, s.t); err != nil {
-				return nil, rebases, &hookError{"before commit", err}
-			}
 		}
 		txn := cur.NewTransaction()
 		if err := build(txn); err != nil {
@@ -253,4 +259,125 @@ func newSince(since []InterveningSnapshot, earlier []Rebase) []InterveningSnapsh
 		}
 	}
 	return slices.DeleteFunc(slices.Clone(since), func(s InterveningSnapshot) bool { return seen[s.ID] })
+}
+
+// commitReplanned commits the transaction plan builds on the current head.
+// It is the rebase of the metadata-only types (manifest rewrite, snapshot
+// expiry): when the table's metadata changed since the plan's base (the
+// head moved, or a branch or tag was created or moved), the plan is made
+// again on the new metadata — a manifest rewrite then carries the entries the
+// new snapshots added, and an expiry sees the snapshot that became current
+// and any branch or tag created meanwhile — at most maxRebases times. A
+// head that does not descend from the base (rollback, drop, re-creation)
+// ends the type ended-drift. Hooks.BeforeCommit runs before every attempt,
+// and the table is loaded once more after it. What can still slip in
+// unseen is a change that lands during the commit's own round trip; for an
+// expiry that is a branch or tag created on a snapshot it removes, which
+// iceberg-go's RemoveSnapshots drops with the snapshot (refs the plan saw
+// are pinned, see planExpiry; a new one cannot be named in a requirement).
+func (s *stepState) commitReplanned(ctx context.Context, plan func(cur *table.Table) (*table.Transaction, error)) (*table.Table, []Rebase, error) {
+	cur := s.tbl
+	var rebases []Rebase
+	for attempt := 0; ; attempt++ {
+		txn, err := plan(cur)
+		if err != nil {
+			return nil, rebases, err
+		}
+		if h := s.r.opts.Hooks.BeforeCommit; h != nil {
+			if err := h(ctx, s.t); err != nil {
+				return nil, rebases, &hookError{"before commit", err}
+			}
+		}
+		// The last look before the commit, after the fence check, so that
+		// the window in which a change can slip in unseen is the commit's
+		// own round trip.
+		fresh, err := catalogs.LoadTable(ctx, s.r.cat, s.r.ident)
+		if err != nil {
+			return nil, rebases, fmt.Errorf("load table before commit: %w", err)
+		}
+		if moved, err := s.headMoved(cur, fresh, &rebases); err != nil {
+			return nil, rebases, err
+		} else if moved {
+			if attempt >= maxRebases {
+				return nil, rebases, &conflictError{fmt.Sprintf("the table kept changing: gave up after %d rebases", len(rebases))}
+			}
+			cur = recordingTable(fresh, s.r.cat, s.rec)
+			continue
+		}
+		tbl, err := txn.Commit(ctx)
+		if err == nil {
+			return tbl, rebases, nil
+		}
+		if !isConflict(err) || attempt >= maxRebases {
+			return nil, rebases, fmt.Errorf("commit: %w", err)
+		}
+		// Lost a race with a commit that landed after our check: plan
+		// again on the head it made.
+		if fresh, err = catalogs.LoadTable(ctx, s.r.cat, s.r.ident); err != nil {
+			return nil, rebases, fmt.Errorf("load table after a lost commit race: %w", err)
+		}
+		if _, err := s.headMoved(cur, fresh, &rebases); err != nil {
+			return nil, rebases, err
+		}
+		cur = recordingTable(fresh, s.r.cat, s.rec)
+	}
+}
+
+// headMoved reports whether fresh is other metadata than cur: a head that
+// descends from cur's and differs, or the same head with other metadata
+// (a branch or tag created or moved, properties, schema), recording the
+// rebase (with the snapshots in between, from their summaries) in
+// rebases. A head that does not descend is a drift error.
+func (s *stepState) headMoved(cur, fresh *table.Table, rebases *[]Rebase) (bool, error) {
+	if fresh.MetadataLocation() == cur.MetadataLocation() {
+		return false, nil
+	}
+	d := drift.CheckTable(drift.BaseOf(cur), fresh)
+	switch d.Kind {
+	case drift.Unchanged:
+		*rebases = append(*rebases, Rebase{From: d.HeadSnapshotID, To: d.HeadSnapshotID, Snapshots: []InterveningSnapshot{}})
+		return true, nil
+	case drift.Moved:
+	default:
+		return false, &driftError{d}
+	}
+	from := drift.BaseOf(cur).SnapshotID
+	meta := fresh.Metadata()
+	var snaps []InterveningSnapshot
+	for id := d.HeadSnapshotID; id != from; {
+		snap := meta.SnapshotByID(id)
+		is := InterveningSnapshot{ID: id}
+		if snap.Summary != nil {
+			is.Operation = string(snap.Summary.Operation)
+			is.AddedDataFiles = summaryInt(snap.Summary.Properties, "added-data-files")
+			is.AddedDeleteFiles = summaryInt(snap.Summary.Properties, "added-delete-files")
+			is.RemovedDataFiles = summaryInt(snap.Summary.Properties, "deleted-data-files")
+		}
+		snaps = append(snaps, is)
+		if snap.ParentSnapshotID == nil {
+			break
+		}
+		id = *snap.ParentSnapshotID
+	}
+	slices.Reverse(snaps)
+	*rebases = append(*rebases, Rebase{From: from, To: d.HeadSnapshotID, Snapshots: snaps})
+	return true, nil
+}
+
+func summaryInt(props iceberg.Properties, key string) int {
+	n, _ := strconv.Atoi(props[key])
+	return n
+}
+
+// rebasedText is the part of a done reason that says how many rebases the
+// commit needed.
+func rebasedText(rebases []Rebase) string {
+	if len(rebases) == 0 {
+		return ""
+	}
+	k := 0
+	for _, r := range rebases {
+		k += len(r.Snapshots)
+	}
+	return fmt.Sprintf(", rebased %d times over %d snapshots that landed meanwhile", len(rebases), k)
 }

@@ -16,8 +16,11 @@ type ManifestRewriteDetail struct {
 	RewrittenManifests int `json:"rewritten_manifests"`
 	AddedManifests     int `json:"added_manifests"`
 	// Verified is the pre-commit check that the rewrite kept every live
-	// file with its metadata.
+	// file with its metadata (of the last attempt).
 	Verified ManifestVerification `json:"verified"`
+	// Rebases lists the times the rewrite was planned again on a head that
+	// had moved (see Rebase).
+	Rebases []Rebase `json:"rebases,omitempty"`
 }
 
 // ManifestVerification is what the manifest-rewrite verifier compared.

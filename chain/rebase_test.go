@@ -1,0 +1,94 @@
+package chain
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/apache/iceberg-go/table"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tms-dev/tms/checksum"
+)
+
+// onceBeforeCommit makes b's BeforeCommit hook run write once, the first
+// time a type is about to commit, and returns the checksum the table had
+// right after it (what the writers intended).
+func (b *bundle) onceBeforeCommit(t *testing.T, write func()) *checksum.Result {
+	t.Helper()
+	var once sync.Once
+	intended := &checksum.Result{}
+	b.opts.Hooks.BeforeCommit = func(context.Context, Type) error {
+		once.Do(func() {
+			write()
+			*intended = b.sum(t)
+		})
+		return nil
+	}
+	return intended
+}
+
+// A manifest rewrite whose commit loses to an append is planned again on
+// the new head: the new manifests carry the appended file too.
+func TestManifestRewriteCommitsThroughAppend(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.small_files")
+	intended := b.onceBeforeCommit(t, func() { b.appendRows(t, 1_000_000, 100) })
+	rep := b.run(t, Step{Type: ManifestRewrite, Policy: policy(`{"minManifestNumber": 2}`)})
+	tr := rep.Types[0]
+	require.Equal(t, Done, tr.Outcome, tr.Reason)
+	require.Contains(t, tr.Reason, "rebased 1 times over 1 snapshots")
+	d := tr.Detail.(*ManifestRewriteDetail)
+	require.Len(t, d.Rebases, 1)
+	require.Equal(t, "append", d.Rebases[0].Snapshots[0].Operation)
+	require.Equal(t, smallFiles+1, d.Verified.LiveFiles, "the appended file is in the rewritten manifests")
+	require.Equal(t, *intended, b.sum(t))
+	require.Empty(t, b.strayFiles(t))
+}
+
+// An expiry whose commit loses to an append is planned again: the new
+// head is kept, and the rows are the writer's.
+func TestSnapshotExpiryCommitsThroughAppend(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.many_snapshots")
+	intended := b.onceBeforeCommit(t, func() { b.appendRows(t, 1_000_000, 100) })
+	rep := b.run(t, Step{Type: SnapshotExpiry, Policy: policy(`{"older-than": "0s", "retain-last": 1}`)})
+	tr := rep.Types[0]
+	require.Equal(t, Done, tr.Outcome, tr.Reason)
+	d := tr.Detail.(*ExpiryDetail)
+	require.Len(t, d.Rebases, 1)
+	after := b.load(t)
+	require.Len(t, after.Metadata().Snapshots(), 1)
+	require.Equal(t, d.Rebases[0].To, after.CurrentSnapshot().SnapshotID, "the writer's snapshot is the one kept")
+	require.Equal(t, *intended, b.sum(t))
+	require.Empty(t, b.strayFiles(t))
+}
+
+// A tag created while an expiry plans keeps its snapshot: the plan is made
+// again on the metadata that has the tag.
+func TestSnapshotExpiryKeepsTagCreatedMeanwhile(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.many_snapshots")
+	tbl := b.load(t)
+	oldest := tbl.Metadata().Snapshots()[0].SnapshotID
+	intended := b.onceBeforeCommit(t, func() {
+		_, _, err := b.cat.CommitTable(b.ctx, b.ident, nil, []table.Update{
+			table.NewSetSnapshotRefUpdate("audit-2024", oldest, table.TagRef, 0, 0, 0),
+		})
+		require.NoError(t, err)
+	})
+	rep := b.run(t, Step{Type: SnapshotExpiry, Policy: policy(`{"older-than": "0s", "retain-last": 1}`)})
+	tr := rep.Types[0]
+	require.Equal(t, Done, tr.Outcome, tr.Reason)
+	require.NotContains(t, tr.Detail.(*ExpiryDetail).ExpiredSnapshots, oldest)
+	after := b.load(t)
+	require.NotNil(t, after.Metadata().SnapshotByID(oldest), "the tagged snapshot is kept")
+	tagged := after.Metadata().SnapshotByName("audit-2024")
+	require.NotNil(t, tagged, "the tag is kept")
+	require.Equal(t, oldest, tagged.SnapshotID)
+	require.Len(t, after.Metadata().Snapshots(), 2, "the current snapshot and the tagged one")
+	require.Equal(t, *intended, b.sum(t))
+	ts, err := checksum.Table(b.ctx, after, oldest)
+	require.NoError(t, err)
+	require.Positive(t, ts.Rows, "the tagged snapshot still reads")
+}
