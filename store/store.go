@@ -294,6 +294,18 @@ type Store interface {
 	// ListJobs returns up to limit job rows of a table, newest first (by id).
 	// limit must be positive. An unknown table has no rows: empty, no error.
 	ListJobs(ctx context.Context, tableID int64, limit int) ([]Job, error)
+	// AddPendingDeletes records, fenced like StartJob, files that job id is
+	// about to delete for its table (snapshot expiry's deletion plan), so
+	// that a runner that dies while deleting leaves a plan the next run of
+	// the table finishes. A path already recorded for the table is kept
+	// once. Empty or blank paths are ErrInvalidArgument.
+	AddPendingDeletes(ctx context.Context, id, fence int64, paths []string) error
+	// PendingDeletes returns the table's recorded deletion plan, in path
+	// order. An unknown table has none.
+	PendingDeletes(ctx context.Context, tableID int64) ([]string, error)
+	// DonePendingDeletes removes paths from the table's deletion plan: they
+	// were deleted, or found referenced again. Unknown paths are ignored.
+	DonePendingDeletes(ctx context.Context, tableID int64, paths []string) error
 	// LastFinished returns the newest finished_at of the (table, policy)
 	// job rows, zero if none finished: the cooldown (minIntervalMs) is
 	// measured from it.

@@ -127,4 +127,42 @@ func exerciseRunnerSupport(t *testing.T, setup func(*testing.T) *bundle) {
 		require.NoError(t, err)
 		require.Empty(t, got)
 	})
+
+	t.Run("PendingDeletes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		tbl, other := b.table(t, "t"), b.table(t, "other")
+		j := b.job(t, tbl.ID, 1)
+		got, err := b.s.PendingDeletes(b.ctx, tbl.ID)
+		require.NoError(t, err)
+		require.Empty(t, got)
+
+		plan := []string{"s3://b/t/metadata/snap-2.avro", "s3://b/t/data/a.parquet", "s3://b/t/metadata/m1.avro"}
+		require.NoError(t, b.s.AddPendingDeletes(b.ctx, j.ID, j.Fence, plan))
+		require.NoError(t, b.s.AddPendingDeletes(b.ctx, j.ID, j.Fence, plan[:1]), "a path recorded again is kept once")
+		got, err = b.s.PendingDeletes(b.ctx, tbl.ID)
+		require.NoError(t, err)
+		require.Equal(t, []string{"s3://b/t/data/a.parquet", "s3://b/t/metadata/m1.avro", "s3://b/t/metadata/snap-2.avro"}, got)
+		got, err = b.s.PendingDeletes(b.ctx, other.ID)
+		require.NoError(t, err)
+		require.Empty(t, got, "plans are per table")
+
+		require.NoError(t, b.s.DonePendingDeletes(b.ctx, tbl.ID, []string{"s3://b/t/data/a.parquet", "s3://b/t/unknown"}))
+		got, err = b.s.PendingDeletes(b.ctx, tbl.ID)
+		require.NoError(t, err)
+		require.Equal(t, []string{"s3://b/t/metadata/m1.avro", "s3://b/t/metadata/snap-2.avro"}, got)
+
+		// Fenced: a stale fence, a finished row and an unknown row record nothing.
+		bumped, err := b.s.BumpFence(b.ctx, j.ID)
+		require.NoError(t, err)
+		require.ErrorIs(t, b.s.AddPendingDeletes(b.ctx, j.ID, j.Fence, []string{"x"}), store.ErrStaleFence)
+		require.NoError(t, b.s.FinishJob(b.ctx, j.ID, bumped, store.Finish{Status: store.StatusLost}))
+		require.ErrorIs(t, b.s.AddPendingDeletes(b.ctx, j.ID, bumped, []string{"x"}), store.ErrStaleFence)
+		require.ErrorIs(t, b.s.AddPendingDeletes(b.ctx, 1<<40, 1, []string{"x"}), store.ErrNotFound)
+		k := b.job(t, tbl.ID, 2)
+		require.ErrorIs(t, b.s.AddPendingDeletes(b.ctx, k.ID, k.Fence, []string{"ok", " "}), store.ErrInvalidArgument)
+		got, err = b.s.PendingDeletes(b.ctx, tbl.ID)
+		require.NoError(t, err)
+		require.Len(t, got, 2, "nothing recorded by the refused calls")
+	})
 }
