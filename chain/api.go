@@ -119,6 +119,23 @@ type Hooks struct {
 	// ProtectedSnapshots returns the snapshot ids that other in-flight jobs
 	// planned from (from the ledger); snapshot expiry never expires them.
 	ProtectedSnapshots func(ctx context.Context) ([]int64, error)
+	// PlanDeletes records, before snapshot expiry commits, the files it
+	// will delete once the commit lands (the runner writes them to the
+	// ledger, fenced). An error fails the type before it commits. Without
+	// it nothing is recorded and an interrupted deletion is left to orphan
+	// cleanup.
+	PlanDeletes func(ctx context.Context, paths []string) error
+	// DeletesDone clears recorded paths that were deleted or found
+	// referenced again.
+	DeletesDone func(ctx context.Context, paths []string) error
+	// PendingDeletes returns the paths an earlier run recorded and did not
+	// clear; Run finishes them before its first type (deleting what no
+	// snapshot, branch or tag references any more).
+	PendingDeletes func(ctx context.Context) ([]string, error)
+	// FileDeleted, when set, is called after each file snapshot expiry
+	// deletes (progress; the runner's crash-recovery tests stop the
+	// process from it).
+	FileDeleted func(path string)
 }
 
 // Options tune Run. The zero value is ready to use.
@@ -183,6 +200,10 @@ type Report struct {
 	BeforeSnapshotID int64        `json:"before_snapshot_id"`
 	AfterSnapshotID  int64        `json:"after_snapshot_id"`
 	Types            []TypeReport `json:"types"`
+	// FinishedDeletes counts the files of an earlier, interrupted snapshot
+	// expiry's deletion plan that this run found unreferenced and made sure
+	// are gone (deleted now, or already), before its first type.
+	FinishedDeletes int `json:"finished_deletes,omitempty"`
 	// Duration is the wall time of the chain, encoded as duration_ms.
 	Duration time.Duration `json:"-"`
 }

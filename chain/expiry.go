@@ -2,6 +2,7 @@ package chain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -38,9 +39,15 @@ func (s *stepState) expire(ctx context.Context, p expiryPolicy, log *zap.Logger)
 			return "", err
 		}
 	}
+	fs, err := s.tbl.FS(ctx)
+	if err != nil {
+		return "", err
+	}
+	x := newRefIndex(fs)
 	var expired []int64
 	var retain int64
 	var total int
+	var planned []string
 	plan := func(cur *table.Table) (*table.Transaction, error) {
 		txn, ex, r, err := s.planExpiry(cur, p, protected, log)
 		expired, retain, total = ex, r, len(cur.Metadata().Snapshots())
@@ -54,6 +61,22 @@ func (s *stepState) expire(ctx context.Context, p expiryPolicy, log *zap.Logger)
 		if s.r.opts.DryRun {
 			return nil, skip{fmt.Sprintf("dry run: would expire %d of %d snapshots with %s", len(expired), total, desc)}
 		}
+		if p.cleanFiles && gcEnabled(cur.Properties()) {
+			staged, err := txn.StagedTable()
+			if err != nil {
+				return nil, fmt.Errorf("stage snapshot expiry: %w", err)
+			}
+			files, err := expiryPlan(ctx, x, cur.Metadata(), staged.Metadata())
+			if err != nil {
+				return nil, fmt.Errorf("plan the files to delete: %w", err)
+			}
+			if h := s.r.opts.Hooks.PlanDeletes; h != nil && len(files) > 0 {
+				if err := h(ctx, files); err != nil {
+					return nil, &hookError{"record the deletion plan", err}
+				}
+			}
+			planned = mergeSorted(planned, files)
+		}
 		return txn, nil
 	}
 	tbl, rebases, err := s.commitReplanned(ctx, plan)
@@ -61,14 +84,45 @@ func (s *stepState) expire(ctx context.Context, p expiryPolicy, log *zap.Logger)
 		return "", err
 	}
 	s.committed(tbl)
-	s.rep.Detail = &ExpiryDetail{ExpiredSnapshots: expired, Rebases: rebases}
-	return fmt.Sprintf("expired %d of %d snapshots with %s%s", len(expired), total, retentionString(p, retain), rebasedText(rebases)), nil
+	detail := &ExpiryDetail{ExpiredSnapshots: expired, Rebases: rebases, PlannedDeletes: len(planned)}
+	s.rep.Detail = detail
+	reason := fmt.Sprintf("expired %d of %d snapshots with %s%s", len(expired), total, retentionString(p, retain), rebasedText(rebases))
+	if len(planned) == 0 {
+		return reason, nil
+	}
+	deleted, referenced, derr := deletePlanned(ctx, x, tbl, planned, s.r.opts.Hooks.FileDeleted)
+	detail.DeletedFiles = len(deleted)
+	if h := s.r.opts.Hooks.DeletesDone; h != nil {
+		if err := h(ctx, slices.Concat(deleted, referenced)); err != nil {
+			derr = errors.Join(derr, err)
+		}
+	}
+	reason += fmt.Sprintf("; deleted %d files only they referenced", len(deleted))
+	if derr != nil {
+		// The expiry landed; what is left of the plan is finished by the
+		// next run of the table.
+		reason += fmt.Sprintf("; %d deletions left for the next run: %v", len(planned)-len(deleted)-len(referenced), derr)
+		log.Warn("snapshot expiry deletions", zap.Error(derr))
+	}
+	return reason, nil
+}
+
+// mergeSorted returns the sorted union of two sorted path lists.
+func mergeSorted(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // ExpiryDetail is the TypeReport.Detail of a snapshot expiry that
 // committed.
 type ExpiryDetail struct {
 	ExpiredSnapshots []int64 `json:"expired_snapshots"`
+	// PlannedDeletes counts the files only the expired snapshots
+	// referenced (recorded with Hooks.PlanDeletes before the commit);
+	// DeletedFiles those deleted after it.
+	PlannedDeletes int `json:"planned_deletes"`
+	DeletedFiles   int `json:"deleted_files"`
 	// Rebases lists the times the expiry was planned again on a head that
 	// had moved (see Rebase).
 	Rebases []Rebase `json:"rebases,omitempty"`
@@ -94,7 +148,9 @@ func (s *stepState) planExpiry(cur *table.Table, p expiryPolicy, protected []int
 		if retain > 0 {
 			opts = append(opts, table.WithRetainLast(int(retain)))
 		}
-		opts = append(opts, table.WithPostCommit(p.cleanFiles))
+		// The files only the expired snapshots referenced are deleted by
+		// the chain (expiry_deletes.go), after recording the plan.
+		opts = append(opts, table.WithPostCommit(false))
 		txn := cur.NewTransaction()
 		// iceberg-go's RemoveSnapshots drops, without a word, every ref
 		// that points at a removed snapshot, against the metadata the

@@ -92,3 +92,93 @@ func TestSnapshotExpiryKeepsTagCreatedMeanwhile(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, ts.Rows, "the tagged snapshot still reads")
 }
+
+// fakeLedger keeps a deletion plan the way the runner's ledger does.
+type fakeLedger struct {
+	mu      sync.Mutex
+	pending map[string]bool
+}
+
+func (l *fakeLedger) hooks(h Hooks) Hooks {
+	h.PlanDeletes = func(_ context.Context, paths []string) error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, p := range paths {
+			l.pending[p] = true
+		}
+		return nil
+	}
+	h.DeletesDone = func(_ context.Context, paths []string) error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, p := range paths {
+			delete(l.pending, p)
+		}
+		return nil
+	}
+	h.PendingDeletes = func(context.Context) ([]string, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		var out []string
+		for p := range l.pending {
+			out = append(out, p)
+		}
+		return out, nil
+	}
+	return h
+}
+
+type crash struct{}
+
+// A runner that dies while snapshot expiry deletes files leaves its plan
+// recorded; the next run of the table deletes exactly the rest of it.
+func TestInterruptedExpiryDeletionsAreFinished(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.many_snapshots")
+	before := b.sum(t)
+	disk := diskFiles(t, b.load(t))
+	l := &fakeLedger{pending: map[string]bool{}}
+	b.opts.Hooks = l.hooks(b.opts.Hooks)
+	var planned []string
+	plan := b.opts.Hooks.PlanDeletes
+	b.opts.Hooks.PlanDeletes = func(ctx context.Context, paths []string) error {
+		planned = append(planned, paths...)
+		return plan(ctx, paths)
+	}
+	deletions := 0
+	b.opts.Hooks.FileDeleted = func(string) {
+		if deletions++; deletions == 3 {
+			panic(crash{})
+		}
+	}
+	expiry := Step{Type: SnapshotExpiry, Policy: policy(`{"older-than": "0s", "retain-last": 1}`)}
+	func() {
+		defer func() { require.Equal(t, crash{}, recover()) }()
+		_, _ = Run(b.ctx, b.cat, b.ident, []Step{expiry}, b.opts)
+	}()
+	require.Greater(t, len(planned), 100, "every file only the expired snapshots referenced")
+	require.Len(t, l.pending, len(planned), "the crash cleared nothing")
+	gone := 0
+	for _, p := range planned {
+		if !fileExists(p) {
+			gone++
+		}
+	}
+	require.Equal(t, 3, gone)
+
+	// The next run, of any type, finishes the plan first.
+	b.opts.Hooks.FileDeleted = nil
+	rep := b.run(t, Step{Type: ManifestRewrite, Policy: policy(`{"minManifestNumber": 1000}`)})
+	require.Equal(t, len(planned), rep.FinishedDeletes, "the whole plan is handled (3 files were gone already)")
+	require.Empty(t, l.pending)
+	after := diskFiles(t, b.load(t))
+	var removed []string
+	for f := range disk {
+		if !after[f] {
+			removed = append(removed, f)
+		}
+	}
+	require.ElementsMatch(t, planned, removed, "exactly the planned files are gone")
+	require.Equal(t, before, b.sum(t))
+	require.Empty(t, b.strayFiles(t))
+}

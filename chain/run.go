@@ -111,6 +111,11 @@ func run(ctx context.Context, cat catalog.Catalog, ident table.Identifier, steps
 	}
 	r.log = r.log.With(zap.String("table", rep.Table))
 
+	if n, err := r.finishPendingDeletes(ctx); err != nil {
+		r.log.Warn("finish pending deletes", zap.Error(err))
+	} else {
+		rep.FinishedDeletes = n
+	}
 	var stopErr error
 	for i, st := range steps {
 		tr, err := r.runStep(ctx, st)

@@ -45,6 +45,10 @@ type Options struct {
 	// committed), after the ledger was written. Replay draws its terminal
 	// progress line from it. It must not block.
 	Progress func(t chain.Type, when string, r sampler.Result)
+	// FileDeleted, if set, is called after each file snapshot expiry
+	// deletes. The binary's crash-recovery failpoint (TMS_FAILPOINT) uses
+	// it; it must not block unless it means to.
+	FileDeleted func(path string)
 
 	// wrapHooks lets this package's benchmarks time the hooks.
 	wrapHooks func(chain.Hooks) chain.Hooks
@@ -140,6 +144,18 @@ func (j *jobRun) run(ctx context.Context) (chain.Report, error) {
 		ProtectedSnapshots: func(ctx context.Context) ([]int64, error) {
 			return j.st.InFlightBaseSnapshots(ctx, j.job.TableID, j.job.ID)
 		},
+		// Snapshot expiry's deletion plan lives in the ledger until done,
+		// so a run that dies while deleting is finished by the next one.
+		PlanDeletes: func(ctx context.Context, paths []string) error {
+			return j.st.AddPendingDeletes(ctx, j.job.ID, j.fence, paths)
+		},
+		DeletesDone: func(ctx context.Context, paths []string) error {
+			return j.st.DonePendingDeletes(ctx, j.job.TableID, paths)
+		},
+		PendingDeletes: func(ctx context.Context) ([]string, error) {
+			return j.st.PendingDeletes(ctx, j.job.TableID)
+		},
+		FileDeleted: j.opts.FileDeleted,
 	}
 	if j.opts.wrapHooks != nil {
 		hooks = j.opts.wrapHooks(hooks)

@@ -76,7 +76,11 @@ func runReplay(ctx context.Context, env cli.Env) error {
 	if len(props) > 0 {
 		ro.Catalog = runner.CatalogSpec{Name: cf.name, Properties: props}
 	}
-	opts := runner.Options{Log: env.Log}
+	failpoint, err := fileDeletedFailpoint(env.Stderr)
+	if err != nil {
+		return cli.UsageError{Err: err}
+	}
+	opts := runner.Options{Log: env.Log, FileDeleted: failpoint}
 	progress := newProgressLine(env.Stderr, chainTypes)
 	if progress != nil {
 		opts.Progress = progress.update

@@ -54,7 +54,11 @@ func runRun(ctx context.Context, env cli.Env) error {
 		return err
 	}
 	defer st.Close()
-	rep, err := runner.RunJob(ctx, st, jobID, fence, runner.Options{CatalogProps: overlay, Log: env.Log})
+	failpoint, err := fileDeletedFailpoint(env.Stderr)
+	if err != nil {
+		return cli.UsageError{Err: err}
+	}
+	rep, err := runner.RunJob(ctx, st, jobID, fence, runner.Options{CatalogProps: overlay, Log: env.Log, FileDeleted: failpoint})
 	if len(rep.Types) > 0 {
 		if perr := printReport(env.Stdout, rep, asJSON); perr != nil && err == nil {
 			err = perr
