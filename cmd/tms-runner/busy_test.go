@@ -70,7 +70,7 @@ func TestBusyTableChain(t *testing.T) {
 			ctx, stop := context.WithCancel(t.Context())
 			var wg sync.WaitGroup
 			wg.Add(1)
-			go func() { defer wg.Done(); w.run(ctx, true) }()
+			go func() { defer wg.Done(); w.run(ctx, true, 100, 300, 1) }()
 			outcomes := map[string]map[string]int{}
 			deadline := time.Now().Add(busyDuration)
 			runs := 0
@@ -122,7 +122,7 @@ type busyWriter struct {
 	appends, deletes, conflicts int
 }
 
-func newBusyWriter(t *testing.T, dir, name string) *busyWriter {
+func newBusyWriter(t testing.TB, dir, name string) *busyWriter {
 	t.Helper()
 	cat, err := catalogs.OpenLocal(t.Context(), dir, false)
 	require.NoError(t, err)
@@ -135,7 +135,7 @@ func newBusyWriter(t *testing.T, dir, name string) *busyWriter {
 	return w
 }
 
-func (w *busyWriter) load(t *testing.T) *table.Table {
+func (w *busyWriter) load(t testing.TB) *table.Table {
 	t.Helper()
 	tbl, err := w.cat.LoadTable(t.Context(), w.ident)
 	require.NoError(t, err)
@@ -150,21 +150,22 @@ func (w *busyWriter) setProps(t *testing.T, props iceberg.Properties) {
 	require.NoError(t, err)
 }
 
-// run writes until ctx is done; with deletes, every 8th write deletes a
-// few live ids instead of appending.
-func (w *busyWriter) run(ctx context.Context, deletes bool) {
+// run writes until ctx is done, one commit every minMs to maxMs
+// milliseconds, each append touching days partitions (days of ts from
+// 2024-01-01); with deletes, every 8th write deletes a few live ids instead.
+func (w *busyWriter) run(ctx context.Context, deletes bool, minMs, maxMs, days int) {
 	rng := rand.New(rand.NewPCG(7, 9))
 	for i := 1; ; i++ {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Duration(100+rng.IntN(200)) * time.Millisecond):
+		case <-time.After(time.Duration(minMs+rng.IntN(max(1, maxMs-minMs))) * time.Millisecond):
 		}
 		var err error
 		if deletes && i%8 == 0 {
 			err = w.commit(ctx, w.deleteSome(rng))
 		} else {
-			err = w.commit(ctx, w.appendRows(10))
+			err = w.commit(ctx, w.appendRows(10, days))
 		}
 		if err != nil && ctx.Err() == nil {
 			w.err = err
@@ -216,7 +217,7 @@ func (w *busyWriter) commit(ctx context.Context, do op) error {
 	return fmt.Errorf("writer: gave up after 20 conflicts")
 }
 
-func (w *busyWriter) appendRows(n int) op {
+func (w *busyWriter) appendRows(n, days int) op {
 	return func(ctx context.Context, tbl *table.Table) (*table.Table, []int64, []int64, error) {
 		sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, false, false)
 		if err != nil {
@@ -229,7 +230,7 @@ func (w *busyWriter) appendRows(n int) op {
 		ids := make([]int64, n)
 		for i := range rows {
 			ids[i] = first + int64(i)
-			rows[i] = fmt.Sprintf(`{"id": %d, "category": "books", "amount": %d.25, "ts": "2024-01-03T10:00:00Z", "note": "busy"}`, ids[i], i)
+			rows[i] = fmt.Sprintf(`{"id": %d, "category": "books", "amount": %d.25, "ts": "2024-01-%02dT10:00:00Z", "note": "busy"}`, ids[i], i, 1+i%days)
 		}
 		at, err := array.TableFromJSON(memory.DefaultAllocator, sc, []string{"[" + strings.Join(rows, ",") + "]"})
 		if err != nil {
@@ -327,7 +328,7 @@ func (r recordingFS) WriteFile(name string, p []byte) error {
 // readIDs reads the id column of every live data file of tbl's current
 // snapshot straight from Parquet (arrow-go), without iceberg-go's scan; the
 // busy tests write no delete files (copy-on-write), which it checks.
-func readIDs(t *testing.T, tbl *table.Table) []int64 {
+func readIDs(t testing.TB, tbl *table.Table) []int64 {
 	t.Helper()
 	tasks, err := tbl.Scan().PlanFiles(t.Context())
 	require.NoError(t, err)
@@ -384,4 +385,87 @@ func strayFiles(t *testing.T, tbl *table.Table) []string {
 		return nil
 	}))
 	return stray
+}
+
+// BenchmarkBusyTableSoak is the soak of a busy table: a writer appends to
+// tms.partitioned (7 day partitions) every 300 ms, each append touching
+// every partition, for TMS_SOAK (default 3m), while an onCommit-style chain
+// runs compaction → manifest-rewrite → snapshot-expiry through the real
+// binary whenever the table changed and 10 s passed since the last run
+// finished (the coordinator's onCommit trigger with minIntervalMs 10000,
+// without the coordinator). It reports the share of compaction runs that
+// landed, the data files at the end against right after a quiet compaction
+// (both as the chain left them), and the writer's commits that lost to a
+// maintenance commit. Run once (-benchtime 1x).
+func BenchmarkBusyTableSoak(b *testing.B) {
+	soak := 3 * time.Minute
+	if v := os.Getenv("TMS_SOAK"); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(b, err)
+		soak = d
+	}
+	for b.Loop() {
+		const name = "tms.partitioned"
+		dir := b.TempDir()
+		_, err := testdata.Build(b.Context(), dir, testdata.BuildOptions{Recipes: []string{name}, Scale: 1})
+		require.NoError(b, err)
+		ledger := "sqlite://" + filepath.Join(b.TempDir(), "soak.db")
+		pdir := b.TempDir()
+		args := []string{"replay", "--warehouse-dir", dir, "--table", name, "--ledger", ledger, "--json",
+			"--types", "compaction,manifest-rewrite,snapshot-expiry"}
+		for f, content := range busyPolicies {
+			require.NoError(b, os.WriteFile(filepath.Join(pdir, f), []byte(content), 0o600))
+			args = append(args, "--policy", filepath.Join(pdir, f))
+		}
+		run := func() replayJSON {
+			r := execRunner(b, nil, args...)
+			require.Equal(b, cli.ExitOK, r.code, r.stderr)
+			var rep replayJSON
+			require.NoError(b, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
+			return rep
+		}
+		dataFiles := func(rep replayJSON) float64 {
+			v, _ := rep.Types[len(rep.Types)-1].MetricsAfter["data-file-number"].(float64)
+			return v
+		}
+		quiet := dataFiles(run())
+
+		w := newBusyWriter(b, dir, name)
+		ctx, stop := context.WithCancel(b.Context())
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(ctx, false, 300, 301, 7) }()
+		var runs, done int
+		var last replayJSON
+		seen := w.appends
+		deadline := time.Now().Add(soak)
+		for time.Now().Before(deadline) {
+			time.Sleep(10 * time.Second) // cooldown since the last run finished
+			w.mu.Lock()
+			changed := w.appends != seen
+			seen = w.appends
+			w.mu.Unlock()
+			if !changed {
+				continue
+			}
+			last = run()
+			runs++
+			if last.Types[0].Outcome == "done" {
+				done++
+			} else {
+				b.Logf("compaction %s: %s", last.Types[0].Outcome, last.Types[0].Reason)
+			}
+		}
+		stop()
+		wg.Wait()
+		require.NoError(b, w.err)
+		end := dataFiles(last)
+		b.ReportMetric(float64(done)/float64(max(runs, 1))*100, "compaction-done-%")
+		b.ReportMetric(float64(runs), "chain-runs")
+		b.ReportMetric(quiet, "quiet-data-files")
+		b.ReportMetric(end, "end-data-files")
+		b.ReportMetric(end/max(quiet, 1), "end/quiet")
+		b.ReportMetric(float64(w.conflicts)/float64(max(w.appends, 1))*100, "writer-conflict-%")
+		b.Logf("writer: %d appends, %d commits retried after losing to a maintenance commit", w.appends, w.conflicts)
+	}
 }

@@ -59,7 +59,7 @@ type result struct {
 }
 
 // execRunner runs the built binary with args and extra environment.
-func execRunner(t *testing.T, env []string, args ...string) result {
+func execRunner(t testing.TB, env []string, args ...string) result {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), runnerBin, args...)
 	cmd.Env = append(os.Environ(), env...)
