@@ -57,7 +57,7 @@ demo: build ## Build the test tables into a temp folder, replay the maintenance 
 	      --ledger "sqlite://$$dir/ledger.db" || status=1; \
 	  done; exit $$status
 
-bench: dbcheck build ## Benchmarks: sampler vs PlanFiles, ledger rows/s, scheduler vs River, policy expand vs bare insert, commit enqueues, webhook ingest, commit→claim latency, compaction ratios, verifier and read-check shares, orphan planning vs iceberg-go, chain overhead %, peak RSS of the first compaction of 200 files × RSS_ROWS rows.
+bench: dbcheck build ## Benchmarks: sampler vs PlanFiles, ledger rows/s, scheduler vs River, policy expand vs bare insert, commit enqueues, webhook ingest, commit→claim latency, compaction ratios, verifier and read-check shares, orphan planning vs iceberg-go, chain overhead %, busy-table soak, peak RSS of the first compaction of 200 files × RSS_ROWS rows.
 	$(GO) test -run '^$$' -bench 'Sample|PlanFiles' -benchtime $(BENCH_TIME) -timeout 30m ./sampler/
 	$(GO) test -run '^$$' -bench Ledger -benchtime $(LEDGER_ROWS)x -timeout 30m ./store/
 	@# Scheduler drain vs River on the same PostgreSQL, each in its own schema (tms_bench, river_bench).
@@ -77,6 +77,8 @@ bench: dbcheck build ## Benchmarks: sampler vs PlanFiles, ledger rows/s, schedul
 	@# Pre-commit verifier and faithful-read footer check as shares of compaction time (200×10k: see Compaction200x10k above).
 	$(GO) test -run '^$$' -bench VerifierBench10k -benchtime 2x -timeout 30m ./chain/
 	$(GO) test -run '^$$' -bench ChainOverhead -benchtime 3x -timeout 30m ./runner/
+	@# Busy table: a writer every 300 ms for 3 minutes against an onCommit-style chain with a 10 s cooldown (TMS_SOAK=… to change).
+	$(GO) test -run '^$$' -bench BusyTableSoak -benchtime 1x -timeout 30m ./cmd/tms-runner/
 	@[ -x /usr/bin/time ] || { echo "peak RSS needs GNU time: apt-get install -y time"; exit 1; }; \
 	  dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
 	  bin/tms-runner testdata --out "$$dir" --recipe tms.small_files --rows-per-append $(RSS_ROWS) >/dev/null && \
