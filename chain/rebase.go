@@ -207,15 +207,9 @@ func (s *stepState) commitRewrite(ctx context.Context, in inputs, check func() e
 		if err := check(); err != nil {
 			return nil, rebases, err
 		}
-		if h := s.r.opts.Hooks.BeforeCommit; h != nil {
-			if err := h(ctx, s.t); err != nil {
-				return nil, rebases, &hookError{"before commit", err}
-			}
-		}
-		// The last look before the commit, after the fence check.
-		fresh, err := catalogs.LoadTable(ctx, s.r.cat, s.r.ident)
+		fresh, err := s.fenceAndLoad(ctx)
 		if err != nil {
-			return nil, rebases, fmt.Errorf("load table before commit: %w", err)
+			return nil, rebases, err
 		}
 		if fresh.MetadataLocation() != cur.MetadataLocation() {
 			since, err := classifySince(fs, s.base, s0, fresh, in)
@@ -283,17 +277,9 @@ func (s *stepState) commitReplanned(ctx context.Context, plan func(cur *table.Ta
 		if err != nil {
 			return nil, rebases, err
 		}
-		if h := s.r.opts.Hooks.BeforeCommit; h != nil {
-			if err := h(ctx, s.t); err != nil {
-				return nil, rebases, &hookError{"before commit", err}
-			}
-		}
-		// The last look before the commit, after the fence check, so that
-		// the window in which a change can slip in unseen is the commit's
-		// own round trip.
-		fresh, err := catalogs.LoadTable(ctx, s.r.cat, s.r.ident)
+		fresh, err := s.fenceAndLoad(ctx)
 		if err != nil {
-			return nil, rebases, fmt.Errorf("load table before commit: %w", err)
+			return nil, rebases, err
 		}
 		if moved, err := s.headMoved(cur, fresh, &rebases); err != nil {
 			return nil, rebases, err
@@ -380,4 +366,20 @@ func rebasedText(rebases []Rebase) string {
 		k += len(r.Snapshots)
 	}
 	return fmt.Sprintf(", rebased %d times over %d snapshots that landed meanwhile", len(rebases), k)
+}
+
+// fenceAndLoad runs the BeforeCommit gate (the fence) and then loads the
+// table for the last look before a commit, so that the window in which a
+// change can slip in unseen is the commit's own round trip.
+func (s *stepState) fenceAndLoad(ctx context.Context) (*table.Table, error) {
+	if h := s.r.opts.Hooks.BeforeCommit; h != nil {
+		if err := h(ctx, s.t); err != nil {
+			return nil, &hookError{"before commit", err}
+		}
+	}
+	fresh, err := catalogs.LoadTable(ctx, s.r.cat, s.r.ident)
+	if err != nil {
+		return nil, fmt.Errorf("load table before commit: %w", err)
+	}
+	return fresh, nil
 }
