@@ -21,6 +21,9 @@ import (
 	_ "github.com/apache/iceberg-go/catalog/hadoop" // registers type=hadoop
 	_ "github.com/apache/iceberg-go/catalog/rest"   // registers type=rest
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	_ "github.com/apache/iceberg-go/io/gocloud/azure" // registers the abfs://, abfss://, wasb:// and wasbs:// FileIO (adls.* properties)
+	_ "github.com/apache/iceberg-go/io/gocloud/gcs"   // registers the gs:// FileIO (gcs.* properties)
+	_ "github.com/apache/iceberg-go/io/gocloud/s3"    // registers the s3://, s3a://, s3n:// FileIO (s3.* properties)
 	"github.com/apache/iceberg-go/table"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver (sql.driver=pgx: a PostgreSQL-backed SQL catalog)
 	_ "modernc.org/sqlite"             // registers the pure-Go "sqlite" database/sql driver
