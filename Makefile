@@ -18,7 +18,11 @@ RSS_ROWS ?= 10000
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build test demo bench testdata lint dbcheck clean
+.PHONY: help build test demo bench testdata lint dbcheck clean weed
+
+# SeaweedFS (S3 gateway + Iceberg REST catalog) for the object-storage tests,
+# built from its pinned Go module in tools/seaweedfs (about 5 minutes cold).
+WEED ?= tmp/tools/weed
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,7 +37,12 @@ dbcheck: build ## Fail at once, saying how to fix it, when the test PostgreSQL d
 	  echo "  not installed:         apt-get update && apt-get install -y postgresql"; \
 	  exit 1; }
 
-test: dbcheck ## Run every test with the race detector (needs PostgreSQL, see README).
+weed: $(WEED) ## Build SeaweedFS (S3 + Iceberg REST catalog for the tests) into tmp/tools/weed.
+
+$(WEED): tools/seaweedfs/go.mod tools/seaweedfs/go.sum
+	cd tools/seaweedfs && $(GO) build -o $(abspath $(WEED)) github.com/seaweedfs/seaweedfs/weed
+
+test: dbcheck $(WEED) ## Run every test with the race detector (needs PostgreSQL, see README; builds SeaweedFS once).
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 12m ./... ./testdata/
 
 lint: ## go vet and a gofmt check.
@@ -57,7 +66,7 @@ demo: build ## Build the test tables into a temp folder, replay the maintenance 
 	      --ledger "sqlite://$$dir/ledger.db" || status=1; \
 	  done; exit $$status
 
-bench: dbcheck build ## Benchmarks: sampler vs PlanFiles, ledger rows/s, scheduler vs River, policy expand vs bare insert, commit enqueues, webhook ingest, commit→claim latency, compaction ratios, verifier and read-check shares, orphan planning vs iceberg-go, chain overhead %, busy-table soak, peak RSS of the first compaction of 200 files × RSS_ROWS rows.
+bench: dbcheck build $(WEED) ## Benchmarks: sampler vs PlanFiles, ledger rows/s, scheduler vs River, policy expand vs bare insert, commit enqueues, webhook ingest, commit→claim latency, compaction ratios, verifier and read-check shares, orphan planning vs iceberg-go, chain overhead %, busy-table soak, peak RSS of the first compaction of 200 files × RSS_ROWS rows.
 	$(GO) test -run '^$$' -bench 'Sample|PlanFiles' -benchtime $(BENCH_TIME) -timeout 30m ./sampler/
 	$(GO) test -run '^$$' -bench Ledger -benchtime $(LEDGER_ROWS)x -timeout 30m ./store/
 	@# Scheduler drain vs River on the same PostgreSQL, each in its own schema (tms_bench, river_bench).

@@ -73,12 +73,17 @@ func OpenLocal(ctx context.Context, dir string, create bool) (catalog.Catalog, e
 }
 
 // Open loads the catalog name from props through iceberg-go's registry; the
-// `type` property picks the implementation.
+// `type` property picks the implementation. A REST catalog that signs with
+// SigV4 and has its keys in props is built with those keys (see
+// RestAccessKeyID).
 func Open(ctx context.Context, name string, props iceberg.Properties) (catalog.Catalog, error) {
 	if props["type"] == "" && props["uri"] == "" {
 		return nil, fmt.Errorf("%w: catalog %q: property \"type\" is required (e.g. --catalog-prop type=rest)", ErrInvalidArgument, name)
 	}
-	cat, err := catalog.Load(ctx, name, props)
+	cat, ok, err := openREST(ctx, name, props)
+	if !ok {
+		cat, err = catalog.Load(ctx, name, props)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open catalog %q: %w", name, err)
 	}

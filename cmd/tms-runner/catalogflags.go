@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"maps"
 
+	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/spf13/pflag"
@@ -17,19 +19,35 @@ type catalogFlags struct {
 	warehouseDir string
 	name         string
 	props        []string
+	propsFile    string
 }
 
 func (c *catalogFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.warehouseDir, "warehouse-dir", "", "local testdata-style catalog: DIR/catalog.db and DIR/warehouse")
 	fs.StringArrayVar(&c.props, "catalog-prop", nil, "iceberg-go catalog property key=value (repeatable): type, uri, warehouse, …")
 	fs.StringVar(&c.name, "catalog-name", "default", "catalog name used with --catalog-prop")
+	fs.StringVar(&c.propsFile, "catalog-props-file", "", "file of key=value catalog properties (credentials) overlaid onto --catalog-prop, as TMS_CATALOG_PROP_<KEY> variables are")
 }
 
-// open opens the catalog the flags name. Bad flags are usage errors.
+// overlay returns the secret catalog properties of the environment
+// (TMS_CATALOG_PROP_*) and --catalog-props-file, the file winning.
+func (c *catalogFlags) overlay() (iceberg.Properties, error) {
+	return catalogOverlay(c.propsFile)
+}
+
+// open opens the catalog the flags name, --catalog-prop properties with the
+// overlay on top. Bad flags are usage errors.
 func (c *catalogFlags) open(ctx context.Context) (catalog.Catalog, error) {
 	props, err := catalogs.ParseProps(c.props)
 	if err != nil {
 		return nil, cli.UsageError{Err: err}
+	}
+	if len(props) > 0 {
+		overlay, err := c.overlay()
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(props, overlay)
 	}
 	cat, err := catalogs.Spec{WarehouseDir: c.warehouseDir, Name: c.name, Props: props}.Open(ctx)
 	if err != nil {

@@ -81,6 +81,13 @@ func runReplay(ctx context.Context, env cli.Env) error {
 		return cli.UsageError{Err: err}
 	}
 	opts := runner.Options{Log: env.Log, FileDeleted: failpoint}
+	if len(props) > 0 {
+		// Credentials from TMS_CATALOG_PROP_* and --catalog-props-file are
+		// used for the run and never written to the ledger's spec.
+		if opts.CatalogProps, err = cf.overlay(); err != nil {
+			return err
+		}
+	}
 	progress := newProgressLine(env.Stderr, chainTypes)
 	if progress != nil {
 		opts.Progress = progress.update

@@ -1,0 +1,212 @@
+// Package seaweedtest runs a real object store and Iceberg REST catalog for
+// tests: SeaweedFS's `weed mini` (an S3 gateway and its embedded Iceberg
+// REST catalog, SigV4-authenticated, in one process), built from its pinned
+// Go module by `make weed` into tmp/tools/weed. Tests that need it call
+// Start; it never skips: a missing binary fails the test with how to build
+// it.
+//
+// It is for tests only. It must not be imported by production code.
+package seaweedtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/tms-dev/tms/catalogs"
+)
+
+// Bucket is the table bucket the REST catalog serves as its warehouse.
+const Bucket = "lake"
+
+// Region is the signing region of the REST catalog and the S3 gateway.
+const Region = "us-east-1"
+
+// Server is a running `weed mini`.
+type Server struct {
+	// S3Endpoint is the S3 gateway (http://127.0.0.1:PORT).
+	S3Endpoint string
+	// RESTURI is the Iceberg REST catalog.
+	RESTURI string
+	// FilerURL is SeaweedFS's filer HTTP API (the file tree behind S3).
+	FilerURL string
+	// AccessKey and SecretKey are the credentials the server accepts.
+	AccessKey, SecretKey string
+	// Dir is the server's data folder.
+	Dir string
+}
+
+// Binary returns the path of the weed binary: $TMS_WEED, else
+// tmp/tools/weed in the repository root.
+func Binary() (string, error) {
+	if p := os.Getenv("TMS_WEED"); p != "" {
+		return p, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(b, []byte("module github.com/tms-dev/tms\n")) {
+			return filepath.Join(dir, "tmp", "tools", "weed"), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("seaweedtest: no TMS repository root above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// Start starts a fresh `weed mini` in a temporary folder, waits until its
+// REST catalog answers a signed request, and stops it when t ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("seaweedtest: %s: %v (build it with `make weed`; .ci/run does)", bin, err)
+	}
+	ports, err := freePorts(12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := make([]byte, 16)
+	_, _ = rand.Read(secret)
+	s := &Server{
+		S3Endpoint: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		RESTURI:    fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+		FilerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2]),
+		AccessKey:  "tmstest",
+		SecretKey:  hex.EncodeToString(secret),
+		Dir:        t.TempDir(),
+	}
+	p := func(i int) string { return strconv.Itoa(ports[i]) }
+	args := []string{"mini", "-dir=" + s.Dir, "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-tableBucket=" + Bucket,
+		"-master.telemetry=false", "-webdav=false", "-s3.port.lance=0", "-admin.ui=false", "-admin.port.legacy=0",
+		"-s3.port=" + p(0), "-s3.port.iceberg=" + p(1), "-filer.port=" + p(2), "-filer.port.grpc=" + p(3),
+		"-s3.port.grpc=" + p(4), "-master.port=" + p(5), "-master.port.grpc=" + p(6), "-volume.port=" + p(7),
+		"-volume.port.grpc=" + p(8), "-admin.port=" + p(9), "-admin.port.grpc=" + p(10), "-debug.port=" + p(11),
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = s.Dir
+	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+s.AccessKey, "AWS_SECRET_ACCESS_KEY="+s.SecretKey)
+	logf, err := os.Create(filepath.Join(s.Dir, "weed.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("seaweedtest: start %s: %v", bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		_ = logf.Close()
+	})
+	if err := s.waitReady(t, exited); err != nil {
+		log, _ := os.ReadFile(logf.Name())
+		t.Fatalf("seaweedtest: %v\n%s", err, tail(log, 4000))
+	}
+	return s
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// waitReady polls the REST catalog with a signed list of namespaces.
+func (s *Server) waitReady(t testing.TB, exited <-chan error) error {
+	deadline := time.Now().Add(90 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("weed mini exited: %v", err)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cat, err := catalogs.Open(ctx, "seaweed", s.Props())
+		if err == nil {
+			_, err = cat.ListNamespaces(ctx, nil)
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		time.Sleep(250 * time.Millisecond)
+	}
+	return fmt.Errorf("REST catalog at %s not ready after 90 s: %v", s.RESTURI, last)
+}
+
+// PublicProps are the catalog properties of the server without its
+// secrets: what may go on a command line, in a job spec or a log.
+func (s *Server) PublicProps() iceberg.Properties {
+	return iceberg.Properties{
+		"type": "rest", "uri": s.RESTURI, "warehouse": "s3://" + Bucket + "/",
+		"rest.sigv4-enabled": "true", "rest.signing-region": Region, "rest.signing-name": "s3tables",
+		"s3.endpoint": s.S3Endpoint, "s3.region": Region, "s3.force-virtual-addressing": "false",
+	}
+}
+
+// SecretProps are the credentials, as TMS's credential sources carry them.
+func (s *Server) SecretProps() iceberg.Properties {
+	return iceberg.Properties{"s3.access-key-id": s.AccessKey, "s3.secret-access-key": s.SecretKey}
+}
+
+// Props are PublicProps and SecretProps together.
+func (s *Server) Props() iceberg.Properties {
+	p := s.PublicProps()
+	for k, v := range s.SecretProps() {
+		p[k] = v
+	}
+	return p
+}
+
+// Ident returns a fresh table identifier in a fresh namespace, so tests
+// sharing a server do not meet.
+func Ident(name string) table.Identifier {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return table.Identifier{"t" + hex.EncodeToString(b), name}
+}
