@@ -79,6 +79,9 @@ func Replay(ctx context.Context, ro ReplayOptions, opts Options) (ReplayResult, 
 	if err != nil {
 		return res, err
 	}
+	// Credentials from the caller's sources (TMS_CATALOG_PROP_*,
+	// --catalog-props-file) go on top, never into the spec.
+	overlay = mergeProps(overlay, opts.CatalogProps)
 	specJSON, err := json.Marshal(spec)
 	if err != nil {
 		return res, fmt.Errorf("encode spec: %w", err)
