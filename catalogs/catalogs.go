@@ -151,14 +151,18 @@ func (s Spec) Open(ctx context.Context) (catalog.Catalog, error) {
 }
 
 // LoadTable loads ident from cat, wrapping a missing table in a message that
-// names it.
+// names it, and any error in one that names the table and the catalog.
 func LoadTable(ctx context.Context, cat catalog.Catalog, ident table.Identifier) (*table.Table, error) {
 	tbl, err := cat.LoadTable(ctx, ident)
 	if err != nil {
-		if errors.Is(err, catalog.ErrNoSuchTable) {
-			return nil, noSuchTable{name: strings.Join(ident, ".")}
+		in := ""
+		if n, ok := cat.(interface{ Name() string }); ok && n.Name() != "" {
+			in = fmt.Sprintf(" in catalog %q", n.Name())
 		}
-		return nil, fmt.Errorf("load table %s: %w", strings.Join(ident, "."), err)
+		if errors.Is(err, catalog.ErrNoSuchTable) {
+			return nil, noSuchTable{name: strings.Join(ident, "."), in: in}
+		}
+		return nil, fmt.Errorf("load table %s%s: %w", strings.Join(ident, "."), in, err)
 	}
 	return tbl, nil
 }
@@ -167,9 +171,9 @@ func LoadTable(ctx context.Context, cat catalog.Catalog, ident table.Identifier)
 func IdentString(ident table.Identifier) string { return strings.Join(ident, ".") }
 
 // noSuchTable names a missing table and matches catalog.ErrNoSuchTable.
-type noSuchTable struct{ name string }
+type noSuchTable struct{ name, in string }
 
-func (e noSuchTable) Error() string { return "table " + e.name + " does not exist" }
+func (e noSuchTable) Error() string { return "table " + e.name + " does not exist" + e.in }
 func (e noSuchTable) Unwrap() error { return catalog.ErrNoSuchTable }
 
 // ListTables returns the tables in root and every namespace below it (all

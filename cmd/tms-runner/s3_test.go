@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/tms-dev/tms/checksum"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/internal/seaweedtest"
+	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/testdata"
 )
 
@@ -117,6 +119,21 @@ func TestReplayOnS3RESTCatalog(t *testing.T) {
 	require.Equal(t, want, res)
 	require.Equal(t, want, sum())
 
+	// Orphan cleanup lists the table's objects on S3: a fresh orphan (S3
+	// cannot backdate it) is kept, and so is everything referenced.
+	fsys, err := after.FS(ctx)
+	require.NoError(t, err)
+	orphan := after.Location() + "/data/ts_day=2024-01-01/00000-0-fresh-orphan.parquet"
+	require.NoError(t, fsys.(iceio.WriteFileIO).WriteFile(orphan, []byte("PAR1 not really PAR1")))
+	r = runner("replay", "--table", name, "--types", "orphan-cleanup", "--ledger", "sqlite://"+ledgerFile, "--json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), r.stdout)
+	require.Equal(t, "skipped", got.Types[0].Outcome, got.Types[0].Reason)
+	require.Contains(t, got.Types[0].Reason, "no orphan files older than 72h")
+	_, err = fsys.Open(orphan)
+	require.NoError(t, err, "the fresh orphan is kept")
+	require.Equal(t, want, sum())
+
 	ledgerBytes, err := os.ReadFile(ledgerFile)
 	require.NoError(t, err)
 	for _, out := range append(outputs, string(ledgerBytes)) {
@@ -133,4 +150,61 @@ func checksumOfJSON(t *testing.T, sc *iceberg.Schema, asc *arrowlib.Schema, rows
 	res, err := checksum.Batches(sc, []arrowlib.RecordBatch{rec})
 	require.NoError(t, err)
 	return res
+}
+
+// Bad object-storage and catalog input through the real binary: each run
+// fails with an error naming the catalog, exits 1, and leaves no job row.
+// (SeaweedFS does not check the SigV4 signing name, so a signing-name
+// mismatch cannot be tested against it.)
+func TestReplayOnS3BadInput(t *testing.T) {
+	t.Parallel()
+	s := seaweedtest.Start(t)
+	cat, err := catalogs.Open(t.Context(), "lake", s.Props())
+	require.NoError(t, err)
+	ident := seaweedtest.Ident("events")
+	require.NoError(t, cat.CreateNamespace(t.Context(), table.Identifier{ident[0]}, nil))
+	_, err = cat.CreateTable(t.Context(), ident, testdata.Schema())
+	require.NoError(t, err)
+	name := catalogs.IdentString(ident)
+	ledgerFile := filepath.Join(t.TempDir(), "replay.db")
+	for _, tc := range []struct {
+		name   string
+		change func(p iceberg.Properties)
+		want   string
+	}{
+		{"bad secret", func(p iceberg.Properties) { p["s3.secret-access-key"] = "wrong" }, "signature"},
+		{"wrong endpoint", func(p iceberg.Properties) { p["uri"] = "http://127.0.0.1:1" }, "connection refused"},
+		{"missing warehouse bucket", func(p iceberg.Properties) { p["warehouse"] = "s3://no-such-bucket/" }, "does not exist"},
+		{"key without secret", func(p iceberg.Properties) { delete(p, "s3.secret-access-key") }, "s3.access-key-id and s3.secret-access-key must be given together"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			props := s.Props()
+			tc.change(props)
+			var args []string
+			var env []string
+			for k, v := range props {
+				if strings.Contains(k, "secret") || strings.Contains(k, "access-key") {
+					env = append(env, "TMS_CATALOG_PROP_"+k+"="+v)
+					continue
+				}
+				args = append(args, "--catalog-prop", k+"="+v)
+			}
+			r := execRunner(t, env, append([]string{"replay", "--catalog-name", "lake", "--table", name, "--types", "compaction",
+				"--ledger", "sqlite://" + ledgerFile}, args...)...)
+			require.NotEqual(t, cli.ExitOK, r.code)
+			require.Contains(t, r.stderr, `catalog "lake"`)
+			require.Contains(t, r.stderr, tc.want)
+			require.NotContains(t, r.stderr+r.stdout, s.SecretKey)
+		})
+	}
+	if _, err := os.Stat(ledgerFile); err == nil {
+		st, err := store.Open(t.Context(), "sqlite://"+ledgerFile, nil)
+		require.NoError(t, err)
+		defer st.Close()
+		if row, err := st.FindTable(t.Context(), "lake", ident[0], ident[1]); err == nil {
+			jobs, err := st.ListJobs(t.Context(), row.ID, 10)
+			require.NoError(t, err)
+			require.Empty(t, jobs, "no job row for a run that could not reach its table")
+		}
+	}
 }
