@@ -272,6 +272,36 @@ func groupConcurrency(n, limit, procs int) int {
 	return min(hi, procs+1)
 }
 
+// Reading a group's files on object storage is bound by request latency,
+// not CPU: a group reads up to maxObjectStoreReads files at once there, as
+// many as fit objectStoreReadBytes of file data (so big files are still read
+// a few at a time and memory stays bounded), and never fewer than its share
+// of the CPUs.
+const (
+	maxObjectStoreReads  = 32
+	objectStoreReadBytes = 64 << 20
+)
+
+// scanConcurrency is how many files of a group are read at once: the
+// group's share of the CPUs on local storage, more on object storage.
+func scanConcurrency(location string, tasks []table.FileScanTask, procs, conc int) int {
+	cpu := max(1, procs/conc)
+	if isLocal(location) || len(tasks) == 0 {
+		return cpu
+	}
+	var bytes int64
+	for _, t := range tasks {
+		bytes += t.File.FileSizeBytes()
+	}
+	avg := max(1, bytes/int64(len(tasks)))
+	return int(min(int64(maxObjectStoreReads), max(int64(cpu), objectStoreReadBytes/avg)))
+}
+
+// isLocal reports whether a table location is on the local file system.
+func isLocal(location string) bool {
+	return strings.HasPrefix(location, "/") || strings.HasPrefix(location, "file:") || !strings.Contains(location, "://")
+}
+
 // executeGroups rewrites groups with up to groupConcurrency running at once,
 // largest first, so that a big group does not start last and run alone. The
 // scan concurrency of each group is the CPU count shared among the running
@@ -299,7 +329,7 @@ func (s *stepState) executeGroups(ctx context.Context, groups []compaction.Group
 			start := time.Now()
 			batchRows, buffered := groupBuffering(g.Tasks, conc)
 			res, err := s.rewriteGroup(gctx, g, plans[i], groupOptions{
-				target: target, scanConcurrency: max(1, procs/conc), batchRows: batchRows, buffered: buffered,
+				target: target, scanConcurrency: scanConcurrency(s.tbl.Location(), g.Tasks, procs, conc), batchRows: batchRows, buffered: buffered,
 			})
 			if err != nil {
 				return fmt.Errorf("rewrite group %q: %w", g.PartitionKey, err)

@@ -437,3 +437,33 @@ func TestCompactionCommitsThroughBenignChanges(t *testing.T) {
 		})
 	}
 }
+
+func TestScanConcurrency(t *testing.T) {
+	t.Parallel()
+	files := func(n int, size int64) []table.FileScanTask {
+		out := make([]table.FileScanTask, n)
+		for i := range out {
+			b, err := iceberg.NewDataFileBuilder(*iceberg.UnpartitionedSpec, iceberg.EntryContentData, fmt.Sprintf("s3://b/f%d.parquet", i),
+				iceberg.ParquetFile, nil, nil, nil, 10, size)
+			require.NoError(t, err)
+			out[i] = table.FileScanTask{File: b.Build()}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		loc        string
+		n          int
+		size       int64
+		procs, con int
+		want       int
+	}{
+		{"file:///w/t", 100, 10 << 10, 2, 1, 2}, // local: the CPUs
+		{"/w/t", 100, 10 << 10, 4, 2, 2},        // local: a share of them
+		{"s3://b/t", 1000, 10 << 10, 2, 1, 32},  // small objects: latency-bound
+		{"s3://b/t", 10, 16 << 20, 2, 1, 4},     // 64 MiB of 16 MiB files
+		{"gs://b/t", 10, 512 << 20, 2, 1, 2},    // big files: never under the CPU share
+		{"abfss://c@a/t", 3, 1 << 20, 8, 2, 32}, // capped
+	} {
+		require.Equal(t, tc.want, scanConcurrency(tc.loc, files(tc.n, tc.size), tc.procs, tc.con), "%+v", tc)
+	}
+}

@@ -58,8 +58,9 @@ func (p *Plan) FilledColumns(i int) []string {
 }
 
 // footerConcurrency bounds the footers read at once: each is one or two
-// small reads, latency-bound on object stores.
-func footerConcurrency() int { return max(8, 4*runtime.GOMAXPROCS(0)) }
+// small reads, latency-bound on object stores, and holds only the file's
+// metadata in memory.
+func footerConcurrency() int { return max(32, 4*runtime.GOMAXPROCS(0)) }
 
 // Prepare checks, from each data file's Parquet footer and the table
 // metadata, that every task can be read faithfully with schema (the read
