@@ -72,6 +72,7 @@ func TestBusyTableChain(t *testing.T) {
 			wg.Add(1)
 			go func() { defer wg.Done(); w.run(ctx, true, 100, 300, 1) }()
 			outcomes := map[string]map[string]int{}
+			rebased, rebases := map[string]int{}, map[string]int{}
 			deadline := time.Now().Add(busyDuration)
 			runs := 0
 			for time.Now().Before(deadline) {
@@ -87,14 +88,18 @@ func TestBusyTableChain(t *testing.T) {
 					if ty.Type == "compaction" && ty.Outcome != "done" {
 						t.Logf("compaction %s: %s", ty.Outcome, ty.Reason)
 					}
+					if n := rebasesIn(ty.Reason); n > 0 {
+						rebased[ty.Type]++
+						rebases[ty.Type] += n
+					}
 				}
 				runs++
 			}
 			stop()
 			wg.Wait()
 			require.NoError(t, w.err)
-			t.Logf("%d runs; outcomes %v; writer: %d appends, %d deletes, %d commits retried after a conflict",
-				runs, outcomes, w.appends, w.deletes, w.conflicts)
+			t.Logf("%d runs; outcomes %v; runs that rebased %v, rebases %v; writer: %d appends, %d deletes, %d commits retried after a conflict",
+				runs, outcomes, rebased, rebases, w.appends, w.deletes, w.conflicts)
 
 			require.Equal(t, w.intendedIDs(), readIDs(t, w.load(t)), "the table holds exactly the writer's rows")
 			c := outcomes["compaction"]
@@ -104,6 +109,17 @@ func TestBusyTableChain(t *testing.T) {
 			require.Empty(t, strayFiles(t, w.load(t)), "every file under the table is referenced")
 		})
 	}
+}
+
+// rebasesIn reads "rebased N times" from a done reason.
+func rebasesIn(reason string) int {
+	i := strings.Index(reason, "rebased ")
+	if i < 0 {
+		return 0
+	}
+	var n int
+	_, _ = fmt.Sscanf(reason[i:], "rebased %d times", &n)
+	return n
 }
 
 // busyWriter appends rows with fresh ids to a table, as a streaming writer
@@ -435,7 +451,7 @@ func BenchmarkBusyTableSoak(b *testing.B) {
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() { defer wg.Done(); w.run(ctx, false, 300, 301, 7) }()
-		var runs, done int
+		var runs, done, rebasedRuns, rebaseCount int
 		var last replayJSON
 		seen := w.appends
 		deadline := time.Now().Add(soak)
@@ -450,6 +466,10 @@ func BenchmarkBusyTableSoak(b *testing.B) {
 			}
 			last = run()
 			runs++
+			if n := rebasesIn(last.Types[0].Reason); n > 0 {
+				rebasedRuns++
+				rebaseCount += n
+			}
 			if last.Types[0].Outcome == "done" {
 				done++
 			} else {
@@ -462,6 +482,8 @@ func BenchmarkBusyTableSoak(b *testing.B) {
 		end := dataFiles(last)
 		b.ReportMetric(float64(done)/float64(max(runs, 1))*100, "compaction-done-%")
 		b.ReportMetric(float64(runs), "chain-runs")
+		b.ReportMetric(float64(rebasedRuns), "compactions-rebased")
+		b.ReportMetric(float64(rebaseCount), "rebases")
 		b.ReportMetric(quiet, "quiet-data-files")
 		b.ReportMetric(end, "end-data-files")
 		b.ReportMetric(end/max(quiet, 1), "end/quiet")
