@@ -1,12 +1,14 @@
 package faithful
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/iceberg-go"
@@ -115,7 +117,7 @@ func prepareTask(meta table.Metadata, fs iceio.IO, schema *iceberg.Schema, t tab
 	if spec == nil {
 		return nil, refuse(path, "", "partition spec %d is not in the table metadata", df.SpecID())
 	}
-	fileSchema, err := fileSchema(meta, fs, path)
+	fileSchema, err := fileSchema(meta, fs, path, df.FileSizeBytes())
 	if err != nil {
 		return nil, err
 	}
@@ -169,17 +171,32 @@ func prepareTask(meta table.Metadata, fs iceio.IO, schema *iceberg.Schema, t tab
 // colName spells a column for messages: name (field id N).
 func colName(name string, id int) string { return fmt.Sprintf("%s (field id %d)", name, id) }
 
+// wholeFileBytes is the size up to which a file's footer is read by
+// reading the whole file: one request on object storage, where opening a
+// file and reading its footer by ranges costs three.
+const wholeFileBytes = 1 << 20
+
 // fileSchema reads the Parquet footer of path and returns the file's
 // columns as Iceberg fields, by the file's field ids or, for a file written
 // without them, through the table's name mapping: the same conversion
 // iceberg-go's scan applies.
-func fileSchema(meta table.Metadata, fs iceio.IO, path string) (*iceberg.Schema, error) {
-	f, err := fs.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open data file %s: %w", path, err)
+func fileSchema(meta table.Metadata, fs iceio.IO, path string, size int64) (*iceberg.Schema, error) {
+	var src parquet.ReaderAtSeeker
+	if rf, ok := fs.(iceio.ReadFileIO); ok && size > 0 && size <= wholeFileBytes {
+		b, err := rf.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read data file %s: %w", path, err)
+		}
+		src = bytes.NewReader(b)
+	} else {
+		f, err := fs.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("open data file %s: %w", path, err)
+		}
+		defer f.Close()
+		src = f
 	}
-	defer f.Close()
-	rdr, err := file.NewParquetReader(f)
+	rdr, err := file.NewParquetReader(src)
 	if err != nil {
 		return nil, refuse(path, "", "not a readable Parquet file: %v", err)
 	}
