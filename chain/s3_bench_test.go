@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -40,32 +39,9 @@ func BenchmarkS3SmallFiles1000(b *testing.B) {
 	const files = 1000
 	tbl = writeSmallFiles(b, tbl, files, 60)
 	orig := tbl.CurrentSnapshot().SnapshotID
-	var oursT, theirsT time.Duration
-	ours := func() {
-		b.StopTimer()
-		rollback(b, cat, ident, orig)
-		b.StartTimer()
-		start := time.Now()
-		rep, err := Run(ctx, cat, ident, []Step{{Type: Compaction}}, Options{})
-		oursT += time.Since(start)
-		require.NoError(b, err)
-		require.Equal(b, Done, rep.Types[0].Outcome, rep.Types[0].Reason)
-		require.Equal(b, files, rep.Types[0].Detail.(*CompactionDetail).InputFiles)
-	}
-	theirs := func() {
-		b.StopTimer()
-		rollback(b, cat, ident, orig)
-		b.StartTimer()
-		start := time.Now()
-		sequentialRewrite(b, cat, ident)
-		theirsT += time.Since(start)
-	}
-	b.ResetTimer()
-	i := 0
-	for b.Loop() {
-		alternate(i, ours, theirs)
-		i++
-	}
+	oursT, theirsT := chainVsSequential(b, cat, ident, orig, func(d *CompactionDetail) {
+		require.Equal(b, files, d.InputFiles)
+	})
 	n := float64(files * b.N)
 	b.ReportMetric(n/oursT.Seconds(), "chain-files/s")
 	b.ReportMetric(n/theirsT.Seconds(), "iceberg-go-files/s")
