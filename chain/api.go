@@ -103,12 +103,16 @@ type Step struct {
 // Hooks let the caller (the runner) observe and gate a chain without chain
 // knowing about the ledger. Every hook may be nil.
 type Hooks struct {
-	// Sampled is called after each sample, with when WhenBefore ("before",
-	// S0 of every type that got as far as sampling) or WhenAfter ("after",
-	// S1, once after each type that committed at least once). The runner
-	// writes table_snapshot_metrics and before_snapshot_id from it. An error
-	// ends the type Failed (a WhenAfter error leaves the committed outcome)
-	// and stops the chain; Run returns it wrapped.
+	// Sampled is called with when WhenBefore ("before", S0 of every type
+	// that got as far as sampling) or WhenAfter ("after", S1, once after
+	// each type that committed at least once). S0 is reported once the type
+	// passed its drift gate, before it writes anything (so the caller's
+	// ledger write is not inside the window in which a concurrent commit
+	// ends the type ended-drift), or, for a type that never reached the
+	// gate, when its work returns. The runner writes table_snapshot_metrics
+	// and before_snapshot_id from it. An error ends the type Failed (a
+	// WhenAfter error leaves the committed outcome) and stops the chain; Run
+	// returns it wrapped.
 	Sampled func(ctx context.Context, t Type, when string, r sampler.Result) error
 	// BeforeCommit is called immediately before every Iceberg commit (and
 	// before orphan cleanup deletes files). A non-nil error (e.g. the runner's

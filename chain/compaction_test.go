@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
 
@@ -195,12 +196,14 @@ func TestCompactionConcurrentDelete(t *testing.T) {
 func TestDriftEndsTypeAndChainGoesOn(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "tms.small_files")
-	b.opts.Hooks.Sampled = func(_ context.Context, ty Type, when string, _ sampler.Result) error {
-		if ty == Compaction && when == WhenBefore {
+	// The compaction's second table load is its drift gate: a writer
+	// commits just before it, after S0.
+	loads := 0
+	b.cat = &loadHookCatalog{Catalog: b.cat, before: func() {
+		if loads++; loads == 2 {
 			b.appendRows(t, 1_000_000, 10)
 		}
-		return nil
-	}
+	}}
 	rep := b.run(t, Step{Type: Compaction},
 		Step{Type: ManifestRewrite, Policy: policy(`{"minManifestNumber": 2}`)})
 	require.Equal(t, EndedDrift, rep.Types[0].Outcome, rep.Types[0].Reason)
@@ -466,4 +469,15 @@ func TestScanConcurrency(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, scanConcurrency(tc.loc, files(tc.n, tc.size), tc.procs, tc.con), "%+v", tc)
 	}
+}
+
+// loadHookCatalog calls before ahead of every LoadTable.
+type loadHookCatalog struct {
+	catalog.Catalog
+	before func()
+}
+
+func (c *loadHookCatalog) LoadTable(ctx context.Context, ident table.Identifier) (*table.Table, error) {
+	c.before()
+	return c.Catalog.LoadTable(ctx, ident)
 }

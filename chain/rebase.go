@@ -72,7 +72,7 @@ func (s *stepState) startGate(ctx context.Context) error {
 	if !d.Kind.MayCommit() {
 		return &driftError{d}
 	}
-	return nil
+	return s.recordS0(ctx)
 }
 
 // inputs are the files a rewrite replaces, for classifying snapshots.

@@ -71,7 +71,9 @@ type stepState struct {
 	commits int
 	// s0Snapshots are the snapshot ids in the metadata at S0.
 	s0Snapshots map[int64]bool
-	rep         *TypeReport
+	// s0Recorded reports Hooks.Sampled was called with S0 (recordS0).
+	s0Recorded bool
+	rep        *TypeReport
 }
 
 // driftError ends a type as ended-drift: HEAD moved after S0.
@@ -197,13 +199,6 @@ func (r *runner) runStep(ctx context.Context, st Step) (tr TypeReport, stop erro
 	}
 	tr.BeforeSnapshotID, tr.AfterSnapshotID = s0.SnapshotID, s0.SnapshotID
 	tr.MetricsBefore, tr.MetricsAfter = s0.Metrics, s0.Metrics
-	if h := r.opts.Hooks.Sampled; h != nil {
-		if err := h(ctx, st.Type, WhenBefore, s0); err != nil {
-			err = &hookError{"sampled hook", err}
-			fail(err)
-			return tr, fmt.Errorf("chain %s: %w", st.Type, err)
-		}
-	}
 	s := &stepState{r: r, t: st.Type, base: drift.BaseOf(tbl), s0: s0, rec: &recorder{}, rep: &tr, s0Snapshots: map[int64]bool{}}
 	for _, snap := range tbl.Metadata().Snapshots() {
 		s.s0Snapshots[snap.SnapshotID] = true
@@ -211,6 +206,15 @@ func (r *runner) runStep(ctx context.Context, st Step) (tr TypeReport, stop erro
 	s.tbl = recordingTable(tbl, r.cat, s.rec)
 
 	reason, err := work(ctx, s, log)
+	if herr := s.recordS0(ctx); herr != nil {
+		// Only a type that never reached its drift gate records S0 here,
+		// so it committed nothing.
+		if removed, cerr := s.cleanup(context.WithoutCancel(ctx)); cerr == nil && removed > 0 {
+			log.Warn("files written before a failed sampled hook", zap.Int("removed", removed))
+		}
+		fail(herr)
+		return tr, fmt.Errorf("chain %s: %w", st.Type, herr)
+	}
 	switch {
 	case err == nil:
 		tr.Outcome, tr.Reason = Done, reason
@@ -299,6 +303,24 @@ func (r *runner) prepare(st Step) (workFunc, int64, error) {
 	return nil, 0, fmt.Errorf("%w: unknown maintenance type %q", ErrInvalidPolicy, st.Type)
 }
 
+// recordS0 calls Hooks.Sampled with S0, once. A type records it at its
+// drift gate, once the table is known not to have moved, so that the
+// ledger write is not part of the window in which a concurrent commit makes
+// the type end ended-drift; a type that never reached its gate records it
+// when its work returns.
+func (s *stepState) recordS0(ctx context.Context) error {
+	if s.s0Recorded {
+		return nil
+	}
+	s.s0Recorded = true
+	if h := s.r.opts.Hooks.Sampled; h != nil {
+		if err := h(ctx, s.t, WhenBefore, s.s0); err != nil {
+			return &hookError{"sampled hook", err}
+		}
+	}
+	return nil
+}
+
 // gate runs immediately before every commit: drift against the base, then
 // the caller's BeforeCommit hook.
 func (s *stepState) gate(ctx context.Context) error {
@@ -308,6 +330,9 @@ func (s *stepState) gate(ctx context.Context) error {
 	}
 	if !d.Kind.MayCommit() {
 		return &driftError{d}
+	}
+	if err := s.recordS0(ctx); err != nil {
+		return err
 	}
 	if h := s.r.opts.Hooks.BeforeCommit; h != nil {
 		if err := h(ctx, s.t); err != nil {
