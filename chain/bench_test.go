@@ -26,11 +26,19 @@ import (
 // table is partitioned by day(ts) and file i holds day i%days only.
 func benchTable(b *testing.B, name string, files, rows, days int) (catalog.Catalog, table.Identifier) {
 	b.Helper()
-	ctx := context.Background()
-	cat, err := catalogs.OpenLocal(ctx, b.TempDir(), true)
+	cat, err := catalogs.OpenLocal(context.Background(), b.TempDir(), true)
 	require.NoError(b, err)
 	ident := table.Identifier{"bench", name}
-	require.NoError(b, cat.CreateNamespace(ctx, table.Identifier{"bench"}, nil))
+	fillBenchTable(b, cat, ident, files, rows, days)
+	return cat, ident
+}
+
+// fillBenchTable creates ident (and its namespace) in cat and fills it as
+// benchTable describes.
+func fillBenchTable(b *testing.B, cat catalog.Catalog, ident table.Identifier, files, rows, days int) {
+	b.Helper()
+	ctx := context.Background()
+	require.NoError(b, cat.CreateNamespace(ctx, table.Identifier{ident[0]}, nil))
 	sc := testdata.Schema()
 	opts := []catalog.CreateTableOpt{catalog.WithProperties(iceberg.Properties{
 		table.WriteTargetFileSizeBytesKey: strconv.Itoa(512 << 20),
@@ -77,7 +85,6 @@ func benchTable(b *testing.B, name string, files, rows, days int) (catalog.Catal
 	}
 	_, err = txn.Commit(ctx)
 	require.NoError(b, err)
-	return cat, ident
 }
 
 // rollback makes snapshot id current again, so every iteration compacts
