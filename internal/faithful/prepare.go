@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -171,10 +172,16 @@ func prepareTask(meta table.Metadata, fs iceio.IO, schema *iceberg.Schema, t tab
 // colName spells a column for messages: name (field id N).
 func colName(name string, id int) string { return fmt.Sprintf("%s (field id %d)", name, id) }
 
-// wholeFileBytes is the size up to which a file's footer is read by
-// reading the whole file: one request on object storage, where opening a
-// file and reading its footer by ranges costs three.
+// wholeFileBytes is the size up to which a file on object storage has its
+// footer read by reading the whole file: one request, where opening it and
+// reading the footer by ranges costs three. Local files are always read by
+// ranges.
 const wholeFileBytes = 1 << 20
+
+// isLocal reports whether path is on the local file system.
+func isLocal(path string) bool {
+	return strings.HasPrefix(path, "/") || strings.HasPrefix(path, "file:") || !strings.Contains(path, "://")
+}
 
 // fileSchema reads the Parquet footer of path and returns the file's
 // columns as Iceberg fields, by the file's field ids or, for a file written
@@ -182,7 +189,7 @@ const wholeFileBytes = 1 << 20
 // iceberg-go's scan applies.
 func fileSchema(meta table.Metadata, fs iceio.IO, path string, size int64) (*iceberg.Schema, error) {
 	var src parquet.ReaderAtSeeker
-	if rf, ok := fs.(iceio.ReadFileIO); ok && size > 0 && size <= wholeFileBytes {
+	if rf, ok := fs.(iceio.ReadFileIO); ok && size > 0 && size <= wholeFileBytes && !isLocal(path) {
 		b, err := rf.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("read data file %s: %w", path, err)
