@@ -5,8 +5,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"strings"
 	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/parquet"
