@@ -20,11 +20,19 @@ func TestUpsertDueLaterWakesOtherNodes(t *testing.T) {
 	t.Parallel()
 	b := setup(t, store.BackendPostgres)
 	ran := make(chan time.Time, 4)
-	b.start(coordinator.Config{PollInterval: time.Hour}, coordinator.Kind{Name: coordinator.KindCommitJob,
+	n := b.start(coordinator.Config{PollInterval: time.Hour}, coordinator.Kind{Name: coordinator.KindCommitJob,
 		Handler: func(_ context.Context, x *coordinator.Execution) error {
 			ran <- time.Now()
 			return nil
 		}})
+	// The announcement reaches only a node that already listens: on a
+	// loaded machine the listener's connection can come up after the
+	// upsert (failed once in a full run).
+	select {
+	case <-n.Engine.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node did not start listening")
+	}
 	other := b.open(2) // another process: its upsert reaches the node only through NOTIFY
 	due := time.Now().Add(1500 * time.Millisecond)
 	key := coordinator.CommitJobKey(42)
