@@ -167,6 +167,13 @@ func LoadTable(ctx context.Context, cat catalog.Catalog, ident table.Identifier)
 	return tbl, nil
 }
 
+// IsLocal reports whether a table location or file path is on the local
+// file system (a bare path or a file: URI) rather than on object storage,
+// where reads are bound by request latency instead of CPU.
+func IsLocal(location string) bool {
+	return strings.HasPrefix(location, "/") || strings.HasPrefix(location, "file:") || !strings.Contains(location, "://")
+}
+
 // IdentString joins an identifier with dots, the form the CLI accepts.
 func IdentString(ident table.Identifier) string { return strings.Join(ident, ".") }
 

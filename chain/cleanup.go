@@ -38,7 +38,7 @@ func (s *stepState) cleanup(ctx context.Context) (int, error) {
 	}
 	var refs map[string]bool
 	if fresh != nil {
-		if refs, err = referencedFiles(fresh, fs, s.s0Snapshots); err != nil {
+		if refs, err = referencedFiles(ctx, fresh, fs, s.s0Snapshots); err != nil {
 			return 0, fmt.Errorf("kept %d written files: %w", len(files), err)
 		}
 	}
@@ -70,44 +70,10 @@ func (s *stepState) cleanup(ctx context.Context) (int, error) {
 // referencedFiles returns every file the metadata of tbl references: the
 // metadata files (current and logged), statistics, and for every snapshot
 // not in skip its manifest list, manifests and their live and deleted
-// entries. Cleanup skips the snapshots that existed at S0: they cannot
-// reference a file written after S0.
-func referencedFiles(tbl *table.Table, fs iceio.IO, skip map[int64]bool) (map[string]bool, error) {
-	meta := tbl.Metadata()
-	refs := map[string]bool{tbl.MetadataLocation(): true}
-	for e := range meta.PreviousFiles() {
-		refs[e.MetadataFile] = true
-	}
-	for st := range meta.Statistics() {
-		refs[st.StatisticsPath] = true
-	}
-	for st := range meta.PartitionStatistics() {
-		refs[st.StatisticsPath] = true
-	}
-	for _, snap := range meta.Snapshots() {
-		if skip[snap.SnapshotID] {
-			continue
-		}
-		refs[snap.ManifestList] = true
-		mans, err := snap.Manifests(fs)
-		if err != nil {
-			return nil, fmt.Errorf("read manifest list %s: %w", snap.ManifestList, err)
-		}
-		for _, m := range mans {
-			if refs[m.FilePath()] {
-				continue
-			}
-			refs[m.FilePath()] = true
-			entries, err := m.FetchEntries(fs, false)
-			if err != nil {
-				return nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
-			}
-			for _, e := range entries {
-				refs[e.DataFile().FilePath()] = true
-			}
-		}
-	}
-	return refs, nil
+// entries (refIndex.refs). Cleanup skips the snapshots that existed at S0:
+// they cannot reference a file written after S0.
+func referencedFiles(ctx context.Context, tbl *table.Table, fs iceio.IO, skip map[int64]bool) (map[string]bool, error) {
+	return newRefIndex(fs).tableRefs(ctx, tbl, skip)
 }
 
 // strayMetadata finds metadata.json files under the table's metadata folder

@@ -15,6 +15,8 @@ import (
 	"github.com/apache/iceberg-go/table/compaction"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/tms-dev/tms/catalogs"
 )
 
 // Memory of a compaction. Readers decode data files into Arrow record
@@ -286,7 +288,7 @@ const (
 // group's share of the CPUs on local storage, more on object storage.
 func scanConcurrency(location string, tasks []table.FileScanTask, procs, conc int) int {
 	cpu := max(1, procs/conc)
-	if isLocal(location) || len(tasks) == 0 {
+	if catalogs.IsLocal(location) || len(tasks) == 0 {
 		return cpu
 	}
 	var bytes int64
@@ -295,11 +297,6 @@ func scanConcurrency(location string, tasks []table.FileScanTask, procs, conc in
 	}
 	avg := max(1, bytes/int64(len(tasks)))
 	return int(min(int64(maxObjectStoreReads), max(int64(cpu), objectStoreReadBytes/avg)))
-}
-
-// isLocal reports whether a table location is on the local file system.
-func isLocal(location string) bool {
-	return strings.HasPrefix(location, "/") || strings.HasPrefix(location, "file:") || !strings.Contains(location, "://")
 }
 
 // executeGroups rewrites groups with up to groupConcurrency running at once,

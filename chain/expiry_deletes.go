@@ -40,12 +40,12 @@ func newRefIndex(fs iceio.IO) *refIndex {
 	return &refIndex{fs: fs, entries: map[string][]string{}}
 }
 
-// refs returns every file meta's snapshots reference: manifest lists,
-// manifests, the files their entries name (any status, so that a file a
-// retained snapshot deleted is kept until that snapshot expires too; and
-// the data file a deletion vector names), statistics and partition
+// refs returns every file meta's snapshots not in skip reference: manifest
+// lists, manifests, the files their entries name (any status, so that a
+// file a retained snapshot deleted is kept until that snapshot expires too;
+// and the data file a deletion vector names), statistics and partition
 // statistics files.
-func (x *refIndex) refs(ctx context.Context, meta table.Metadata) (map[string]bool, error) {
+func (x *refIndex) refs(ctx context.Context, meta table.Metadata, skip map[int64]bool) (map[string]bool, error) {
 	out := map[string]bool{}
 	for st := range meta.Statistics() {
 		out[st.StatisticsPath] = true
@@ -56,6 +56,9 @@ func (x *refIndex) refs(ctx context.Context, meta table.Metadata) (map[string]bo
 	var manifests []iceberg.ManifestFile
 	seen := map[string]bool{}
 	for _, snap := range meta.Snapshots() {
+		if skip[snap.SnapshotID] {
+			continue
+		}
 		out[snap.ManifestList] = true
 		mans, err := snap.Manifests(x.fs)
 		if err != nil {
@@ -87,6 +90,20 @@ func (x *refIndex) refs(ctx context.Context, meta table.Metadata) (map[string]bo
 		}
 	}
 	return out, nil
+}
+
+// tableRefs is refs of tbl's metadata plus its metadata files (the
+// current one and the metadata log).
+func (x *refIndex) tableRefs(ctx context.Context, tbl *table.Table, skip map[int64]bool) (map[string]bool, error) {
+	refs, err := x.refs(ctx, tbl.Metadata(), skip)
+	if err != nil {
+		return nil, err
+	}
+	refs[tbl.MetadataLocation()] = true
+	for e := range tbl.Metadata().PreviousFiles() {
+		refs[e.MetadataFile] = true
+	}
+	return refs, nil
 }
 
 // files returns the files m's entries name, reading m the first time.
@@ -126,11 +143,11 @@ func gcEnabled(props iceberg.Properties) bool {
 // expiryPlan returns the files pre's snapshots reference that post's do
 // not, sorted.
 func expiryPlan(ctx context.Context, x *refIndex, pre, post table.Metadata) ([]string, error) {
-	was, err := x.refs(ctx, pre)
+	was, err := x.refs(ctx, pre, nil)
 	if err != nil {
 		return nil, err
 	}
-	now, err := x.refs(ctx, post)
+	now, err := x.refs(ctx, post, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -149,13 +166,9 @@ func expiryPlan(ctx context.Context, x *refIndex, pre, post table.Metadata) ([]s
 // returns those deleted and those found referenced. Files already gone
 // count as deleted.
 func deletePlanned(ctx context.Context, x *refIndex, tbl *table.Table, planned []string, onDelete func(string)) (deleted, referenced []string, err error) {
-	refs, err := x.refs(ctx, tbl.Metadata())
+	refs, err := x.tableRefs(ctx, tbl, nil)
 	if err != nil {
 		return nil, nil, err
-	}
-	refs[tbl.MetadataLocation()] = true
-	for e := range tbl.Metadata().PreviousFiles() {
-		refs[e.MetadataFile] = true
 	}
 	var errs []error
 	for _, f := range planned {

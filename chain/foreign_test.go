@@ -3,7 +3,6 @@ package chain
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -277,27 +276,14 @@ func TestCompactionRefusesUnfaithfulFile(t *testing.T) {
 	require.NoError(t, txn.RemoveProperties([]string{table.DefaultNameMappingKey}))
 	tbl, err = txn.Commit(ctx)
 	require.NoError(t, err)
-	files := dirFiles(t, fileOSPath(tbl.Location()))
+	files := treeFiles(t, fileOSPath(tbl.Location()))
 	rep, err := Run(ctx, cat, f.Ident, forcedChain[:1], Options{Log: zaptest.NewLogger(t)})
 	require.NoError(t, err)
 	require.Equal(t, Failed, rep.Types[0].Outcome)
 	require.Contains(t, rep.Types[0].Reason, "has no field ids and the table has no name mapping")
 	require.Contains(t, rep.Types[0].Reason, ".parquet")
-	require.Equal(t, files, dirFiles(t, fileOSPath(tbl.Location())), "nothing written")
+	require.Equal(t, files, treeFiles(t, fileOSPath(tbl.Location())), "nothing written")
 	require.True(t, rep.Failed())
-}
-
-func dirFiles(t *testing.T, root string) []string {
-	t.Helper()
-	var out []string
-	require.NoError(t, filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			out = append(out, p)
-		}
-		return err
-	}))
-	slices.Sort(out)
-	return out
 }
 
 // A writer that appends to the migrated layout while compaction works: the
@@ -333,7 +319,7 @@ func TestCompactionOfMigratedTableWithConcurrentWriter(t *testing.T) {
 		})
 		return nil
 	}}}
-	files := dirFiles(t, fileOSPath(tbl.Location()))
+	files := treeFiles(t, fileOSPath(tbl.Location()))
 	rep, err := Run(ctx, cat, f.Ident, forcedChain[:1], opts)
 	require.NoError(t, err)
 	require.Equal(t, Done, rep.Types[0].Outcome, rep.Types[0].Reason)
@@ -349,12 +335,12 @@ func TestCompactionOfMigratedTableWithConcurrentWriter(t *testing.T) {
 	require.Equal(t, base.Rows+3, got.Rows)
 	// What is on disk now is what was there, plus the writer's commit only.
 	var added []string
-	for _, p := range dirFiles(t, fileOSPath(tbl.Location())) {
+	for _, p := range treeFiles(t, fileOSPath(tbl.Location())) {
 		if !slices.Contains(files, p) {
 			added = append(added, p)
 		}
 	}
-	refs, err := referencedFiles(after, mustFS(t, after), nil)
+	refs, err := referencedFiles(t.Context(), after, mustFS(t, after), nil)
 	require.NoError(t, err)
 	for _, p := range added {
 		require.True(t, refs["file://"+p], "file %s left behind", p)

@@ -103,7 +103,7 @@ func (b bundle) strayFiles(t *testing.T) []string {
 	tbl := b.load(t)
 	fsys, err := tbl.FS(b.ctx)
 	require.NoError(t, err)
-	refs, err := referencedFiles(tbl, fsys, nil)
+	refs, err := referencedFiles(t.Context(), tbl, fsys, nil)
 	require.NoError(t, err)
 	planted := map[string]bool{}
 	orphans, err := testdata.ReadOrphans(b.dir)

@@ -132,13 +132,7 @@ func classifySince(fs iceio.IO, base drift.Base, s0 table.Metadata, fresh *table
 	if meta.DefaultPartitionSpec() != s0.DefaultPartitionSpec() {
 		return nil, &conflictError{fmt.Sprintf("the partition spec changed (spec %d → %d) while the work ran", s0.DefaultPartitionSpec(), meta.DefaultPartitionSpec())}
 	}
-	var snaps []*table.Snapshot
-	for id := d.HeadSnapshotID; id != base.SnapshotID; {
-		snap := meta.SnapshotByID(id)
-		snaps = append(snaps, snap)
-		id = *snap.ParentSnapshotID // CheckTable proved the chain reaches S0
-	}
-	slices.Reverse(snaps)
+	snaps := snapshotsSince(meta, d.HeadSnapshotID, base.SnapshotID)
 	out := make([]InterveningSnapshot, 0, len(snaps))
 	for _, snap := range snaps {
 		is := InterveningSnapshot{ID: snap.SnapshotID}
@@ -330,9 +324,8 @@ func (s *stepState) headMoved(cur, fresh *table.Table, rebases *[]Rebase) (bool,
 	from := drift.BaseOf(cur).SnapshotID
 	meta := fresh.Metadata()
 	var snaps []InterveningSnapshot
-	for id := d.HeadSnapshotID; id != from; {
-		snap := meta.SnapshotByID(id)
-		is := InterveningSnapshot{ID: id}
+	for _, snap := range snapshotsSince(meta, d.HeadSnapshotID, from) {
+		is := InterveningSnapshot{ID: snap.SnapshotID}
 		if snap.Summary != nil {
 			is.Operation = string(snap.Summary.Operation)
 			is.AddedDataFiles = summaryInt(snap.Summary.Properties, "added-data-files")
@@ -340,14 +333,24 @@ func (s *stepState) headMoved(cur, fresh *table.Table, rebases *[]Rebase) (bool,
 			is.RemovedDataFiles = summaryInt(snap.Summary.Properties, "deleted-data-files")
 		}
 		snaps = append(snaps, is)
-		if snap.ParentSnapshotID == nil {
-			break
-		}
-		id = *snap.ParentSnapshotID
 	}
-	slices.Reverse(snaps)
 	*rebases = append(*rebases, Rebase{From: from, To: d.HeadSnapshotID, Snapshots: snaps})
 	return true, nil
+}
+
+// snapshotsSince returns the snapshots from base (exclusive) to head
+// (inclusive) along parent ids, oldest first; the caller has proved with
+// drift.CheckTable that head descends from base.
+func snapshotsSince(meta table.Metadata, head, base int64) []*table.Snapshot {
+	var out []*table.Snapshot
+	for _, id := range ancestors(meta, head) {
+		if id == base {
+			break
+		}
+		out = append(out, meta.SnapshotByID(id))
+	}
+	slices.Reverse(out)
+	return out
 }
 
 func summaryInt(props iceberg.Properties, key string) int {

@@ -78,7 +78,7 @@ func TestOrphanCleanupDeletesExactlyOldOrphans(t *testing.T) {
 	tbl := b.load(t)
 	fsys, err := tbl.FS(b.ctx)
 	require.NoError(t, err)
-	refs, err := referencedFiles(tbl, fsys, nil)
+	refs, err := referencedFiles(t.Context(), tbl, fsys, nil)
 	require.NoError(t, err)
 
 	// Dry run: lists the old orphans, deletes nothing.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/parquet"
@@ -17,6 +16,8 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/tms-dev/tms/catalogs"
 )
 
 // Plan is how each task of a read is to be read: the columns its data file
@@ -178,18 +179,13 @@ func colName(name string, id int) string { return fmt.Sprintf("%s (field id %d)"
 // ranges.
 const wholeFileBytes = 1 << 20
 
-// isLocal reports whether path is on the local file system.
-func isLocal(path string) bool {
-	return strings.HasPrefix(path, "/") || strings.HasPrefix(path, "file:") || !strings.Contains(path, "://")
-}
-
 // fileSchema reads the Parquet footer of path and returns the file's
 // columns as Iceberg fields, by the file's field ids or, for a file written
 // without them, through the table's name mapping: the same conversion
 // iceberg-go's scan applies.
 func fileSchema(meta table.Metadata, fs iceio.IO, path string, size int64) (*iceberg.Schema, error) {
 	var src parquet.ReaderAtSeeker
-	if rf, ok := fs.(iceio.ReadFileIO); ok && size > 0 && size <= wholeFileBytes && !isLocal(path) {
+	if rf, ok := fs.(iceio.ReadFileIO); ok && size > 0 && size <= wholeFileBytes && !catalogs.IsLocal(path) {
 		b, err := rf.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("read data file %s: %w", path, err)
