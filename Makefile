@@ -23,6 +23,9 @@ RSS_ROWS ?= 10000
 # SeaweedFS (S3 gateway + Iceberg REST catalog) for the object-storage tests,
 # built from its pinned Go module in tools/seaweedfs (about 5 minutes cold).
 WEED ?= tmp/tools/weed
+# weedtouch sets a filer file's modification time through SeaweedFS's gRPC
+# API: the S3 orphan-cleanup tests make planted objects old with it.
+WEED_TOUCH ?= tmp/tools/weedtouch
 
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -37,12 +40,15 @@ dbcheck: build ## Fail at once, saying how to fix it, when the test PostgreSQL d
 	  echo "  not installed:         apt-get update && apt-get install -y postgresql"; \
 	  exit 1; }
 
-weed: $(WEED) ## Build SeaweedFS (S3 + Iceberg REST catalog for the tests) into tmp/tools/weed.
+weed: $(WEED) $(WEED_TOUCH) ## Build SeaweedFS (S3 + Iceberg REST catalog for the tests) and weedtouch into tmp/tools/.
 
 $(WEED): tools/seaweedfs/go.mod tools/seaweedfs/go.sum
 	cd tools/seaweedfs && $(GO) build -o $(abspath $(WEED)) github.com/seaweedfs/seaweedfs/weed
 
-test: dbcheck $(WEED) ## Run every test with the race detector (needs PostgreSQL, see README; builds SeaweedFS once).
+$(WEED_TOUCH): tools/seaweedfs/go.mod tools/seaweedfs/go.sum tools/seaweedfs/weedtouch/main.go
+	cd tools/seaweedfs && $(GO) build -o $(abspath $(WEED_TOUCH)) ./weedtouch
+
+test: dbcheck $(WEED) $(WEED_TOUCH) ## Run every test with the race detector (needs PostgreSQL, see README; builds SeaweedFS once).
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 12m ./... ./testdata/
 
 lint: ## go vet and a gofmt check.
@@ -66,7 +72,7 @@ demo: build ## Build the test tables into a temp folder, replay the maintenance 
 	      --ledger "sqlite://$$dir/ledger.db" || status=1; \
 	  done; exit $$status
 
-bench: dbcheck build $(WEED) ## Benchmarks: sampler vs PlanFiles, ledger rows/s, scheduler vs River, policy expand vs bare insert, commit enqueues, webhook ingest, commit→claim latency, compaction ratios, verifier and read-check shares, orphan planning vs iceberg-go, chain overhead %, busy-table soak, peak RSS of the first compaction of 200 files × RSS_ROWS rows.
+bench: dbcheck build $(WEED) $(WEED_TOUCH) ## Benchmarks: sampler vs PlanFiles, ledger rows/s, scheduler vs River, policy expand vs bare insert, commit enqueues, webhook ingest, commit→claim latency, compaction ratios, verifier and read-check shares, orphan planning vs iceberg-go, chain overhead %, busy-table soak, peak RSS of the first compaction of 200 files × RSS_ROWS rows.
 	$(GO) test -run '^$$' -bench 'Sample|PlanFiles' -benchtime $(BENCH_TIME) -timeout 30m ./sampler/
 	$(GO) test -run '^$$' -bench Ledger -benchtime $(LEDGER_ROWS)x -timeout 30m ./store/
 	@# Scheduler drain vs River on the same PostgreSQL, each in its own schema (tms_bench, river_bench).

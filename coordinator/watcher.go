@@ -214,7 +214,7 @@ func (w *Watcher) Poll(ctx context.Context) (WatchReport, error) {
 			zap.String("catalog", catName), zap.Int("tables", f.tables), zap.Error(f.first))
 	}
 	w.forget(tables)
-	if rep.Enqueued > 0 || rep.Failed > 0 {
+	if rep.Enqueued > 0 || rep.Failed > 0 || rep.Primed > 0 { // primed: a table newly watched
 		w.cfg.Log.Info("catalog watcher polled", zap.Int("tables", rep.Tables), zap.Int("primed", rep.Primed),
 			zap.Int("enqueued", rep.Enqueued), zap.Int("gone", rep.Gone), zap.Int("failed", rep.Failed))
 	}

@@ -62,16 +62,21 @@ type node struct {
 	log string
 }
 
-// serve starts a coordinator node on db with the local catalog dir.
+// serve starts a coordinator node on db with the local catalog dir (none
+// if dir is empty).
 func serve(t *testing.T, db, dir string, extra ...string) *node {
 	t.Helper()
 	coord, runner := binaries(t)
 	logFile := filepath.Join(t.TempDir(), "serve.log")
 	f, err := os.Create(logFile)
 	require.NoError(t, err)
-	args := append([]string{"serve", "--db", db, "--warehouse-dir", dir, "--runner", runner,
+	args := []string{"serve", "--db", db, "--runner", runner,
 		"--log-dir", t.TempDir(), "--poll-interval", "200ms", "--heartbeat-interval", "1s",
-		"--reconcile-interval", "1s", "--listen", "127.0.0.1:0"}, extra...)
+		"--reconcile-interval", "1s", "--listen", "127.0.0.1:0"}
+	if dir != "" {
+		args = append(args, "--warehouse-dir", dir)
+	}
+	args = append(args, extra...)
 	cmd := exec.Command(coord, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), "TMS_LOG_LEVEL=info")

@@ -3,10 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	arrowlib "github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -31,7 +34,8 @@ import (
 // its manifests rewritten and snapshots expired by `tms-runner replay`,
 // with the credentials only in TMS_CATALOG_PROP_* variables. The rows are
 // the test's own before and after, the table loads through the catalog
-// after the chain, and the secret appears in no argv, output or ledger.
+// after the chain; orphan cleanup deletes exactly the orphans made old
+// through SeaweedFS's filer; and the secret appears in no argv, output or ledger.
 func TestReplayOnS3RESTCatalog(t *testing.T) {
 	t.Parallel()
 	s := seaweedtest.Start(t)
@@ -133,6 +137,45 @@ func TestReplayOnS3RESTCatalog(t *testing.T) {
 	_, err = fsys.Open(orphan)
 	require.NoError(t, err, "the fresh orphan is kept")
 	require.Equal(t, want, sum())
+
+	// Old orphans, made old through SeaweedFS's filer API, are deleted
+	// exactly: in a partition folder, in metadata/ and directly in data/
+	// (a table bucket refuses objects elsewhere under the table). Referenced
+	// objects made just as old, and the fresh orphan, stay.
+	old := []string{
+		after.Location() + "/data/ts_day=2024-01-02/00000-7-old-orphan.parquet",
+		after.Location() + "/metadata/00009-old-orphan.metadata.json",
+		after.Location() + "/data/00001-3-old-orphan.parquet",
+	}
+	for _, p := range old {
+		require.NoError(t, fsys.(iceio.WriteFileIO).WriteFile(p, []byte("written by a failed job")))
+	}
+	var referenced []string
+	tasks, err := after.Scan().PlanFiles(ctx)
+	require.NoError(t, err)
+	for _, task := range tasks {
+		referenced = append(referenced, task.File.FilePath())
+	}
+	referenced = append(referenced, after.MetadataLocation(), after.CurrentSnapshot().ManifestList)
+	longAgo := time.Now().Add(-30 * 24 * time.Hour)
+	s.SetModTime(t, longAgo, append(slices.Clone(old), referenced...)...)
+	r = runner("replay", "--table", name, "--types", "orphan-cleanup", "--ledger", "sqlite://"+ledgerFile, "--json")
+	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), r.stdout)
+	require.Equal(t, "done", got.Types[0].Outcome, got.Types[0].Reason)
+	for _, p := range old {
+		_, err := fsys.Open(p)
+		require.ErrorIs(t, err, fs.ErrNotExist, "the old orphan %s is deleted", p)
+	}
+	for _, p := range append([]string{orphan}, referenced...) {
+		_, err := fsys.Open(p)
+		require.NoError(t, err, "%s is kept", p)
+	}
+	after, err = cat.LoadTable(ctx, ident)
+	require.NoError(t, err)
+	res, err = checksum.Table(ctx, after, 0)
+	require.NoError(t, err)
+	require.Equal(t, want, res)
 
 	ledgerBytes, err := os.ReadFile(ledgerFile)
 	require.NoError(t, err)

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,8 @@ type Server struct {
 	RESTURI string
 	// FilerURL is SeaweedFS's filer HTTP API (the file tree behind S3).
 	FilerURL string
+	// FilerGRPC is the filer's gRPC address (host:port), for SetModTime.
+	FilerGRPC string
 	// AccessKey and SecretKey are the credentials the server accepts.
 	AccessKey, SecretKey string
 	// Dir is the server's data folder.
@@ -111,6 +114,7 @@ func Start(t testing.TB) *Server {
 		S3Endpoint: fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
 		RESTURI:    fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
 		FilerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2]),
+		FilerGRPC:  fmt.Sprintf("127.0.0.1:%d", ports[3]),
 		AccessKey:  "tmstest",
 		SecretKey:  hex.EncodeToString(secret),
 		Dir:        t.TempDir(),
@@ -201,6 +205,30 @@ func (s *Server) Props() iceberg.Properties {
 		p[k] = v
 	}
 	return p
+}
+
+// SetModTime sets the modification time of the objects at locations
+// (s3://BUCKET/KEY; the filer file /buckets/BUCKET/KEY) through the
+// filer's gRPC API, with tmp/tools/weedtouch (built by `make weed`): S3
+// itself cannot backdate an object. The S3 listing reports the new time.
+func (s *Server) SetModTime(t testing.TB, when time.Time, locations ...string) {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(filepath.Dir(bin), "weedtouch")
+	args := []string{"-filer", s.FilerGRPC, "-mtime", when.UTC().Format(time.RFC3339)}
+	for _, loc := range locations {
+		key, ok := strings.CutPrefix(loc, "s3://")
+		if !ok {
+			t.Fatalf("seaweedtest: SetModTime: %q is not an s3:// location", loc)
+		}
+		args = append(args, "/buckets/"+key)
+	}
+	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("seaweedtest: %s: %v\n%s (build it with `make weed`)", bin, err, out)
+	}
 }
 
 // Ident returns a fresh table identifier in a fresh namespace, so tests
