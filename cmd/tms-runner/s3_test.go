@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -250,4 +252,94 @@ func TestReplayOnS3BadInput(t *testing.T) {
 			require.Empty(t, jobs, "no job row for a run that could not reach its table")
 		}
 	}
+}
+
+// The REST catalog through OAuth2 instead of SigV4, as SeaweedFS's catalog
+// offers it (POST /v1/oauth/tokens, client_credentials with the access key
+// as client id): `credential` (id:secret) and a pre-issued `token`, each
+// given only as a TMS_CATALOG_PROP_* variable, let the real binary read the
+// table and compact it; a wrong credential fails naming the catalog.
+func TestReplayOnS3OAuth2(t *testing.T) {
+	t.Parallel()
+	s := seaweedtest.Start(t)
+	ctx := t.Context()
+	cat, err := catalogs.Open(ctx, "lake", s.Props())
+	require.NoError(t, err)
+	ident := seaweedtest.Ident("oauth")
+	require.NoError(t, cat.CreateNamespace(ctx, table.Identifier{ident[0]}, nil))
+	sc := testdata.Schema()
+	tbl, err := cat.CreateTable(ctx, ident, sc, catalog.WithProperties(iceberg.Properties{"format-version": "2"}))
+	require.NoError(t, err)
+	asc, err := table.SchemaToArrowSchema(sc, nil, true, false)
+	require.NoError(t, err)
+	var live []string
+	for a := range 6 {
+		var rows []string
+		for i := range 10 {
+			id := a*10 + i
+			rows = append(rows, fmt.Sprintf(`{"id": %d, "category": "c%d", "amount": %d.5, "ts": "2024-01-01T00:00:%02dZ", "note": "o%d"}`, id, id%3, id, i, id))
+		}
+		at, err := array.TableFromJSON(memory.DefaultAllocator, asc, []string{"[" + strings.Join(rows, ",") + "]"})
+		require.NoError(t, err)
+		tbl, err = tbl.AppendTable(ctx, at, int64(len(rows)), nil)
+		at.Release()
+		require.NoError(t, err)
+		live = append(live, rows...)
+	}
+	want := checksumOfJSON(t, sc, asc, live)
+
+	// A token issued by the catalog's own OAuth2 endpoint.
+	resp, err := http.PostForm(s.RESTURI+"/v1/oauth/tokens", url.Values{
+		"grant_type": {"client_credentials"}, "client_id": {s.AccessKey}, "client_secret": {s.SecretKey}})
+	require.NoError(t, err)
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&tok))
+	resp.Body.Close()
+	require.NotEmpty(t, tok.AccessToken)
+
+	public := []string{"--catalog-name", "lake"}
+	for k, v := range s.PublicProps() {
+		if strings.HasPrefix(k, "rest.") {
+			continue // no SigV4: the bearer token authenticates
+		}
+		public = append(public, "--catalog-prop", k+"="+v)
+	}
+	s3keys := []string{"TMS_CATALOG_PROP_s3.access-key-id=" + s.AccessKey, "TMS_CATALOG_PROP_s3.secret-access-key=" + s.SecretKey}
+	name := catalogs.IdentString(ident)
+	ledgerFile := filepath.Join(t.TempDir(), "replay.db")
+	policy := filepath.Join(t.TempDir(), "compaction.json")
+	require.NoError(t, os.WriteFile(policy, []byte(`{"type": "compaction", "content": {"minDataFileMse": 0}}`), 0o600))
+	for i, auth := range []string{"credential=" + s.AccessKey + ":" + s.SecretKey, "token=" + tok.AccessToken} {
+		t.Run(strings.SplitN(auth, "=", 2)[0], func(t *testing.T) {
+			env := append([]string{"TMS_CATALOG_PROP_" + auth}, s3keys...)
+			r := execRunner(t, env, append([]string{"checksum", "--table", name, "--json"}, public...)...)
+			require.Equal(t, cli.ExitOK, r.code, r.stderr)
+			var res checksum.Result
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+			require.Equal(t, want, res)
+			if i == 0 {
+				r = execRunner(t, env, append([]string{"replay", "--table", name, "--types", "compaction", "--policy", policy,
+					"--ledger", "sqlite://" + ledgerFile, "--json"}, public...)...)
+				require.Equal(t, cli.ExitOK, r.code, r.stderr)
+				var got replayJSON
+				require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), r.stdout)
+				require.Equal(t, "done", got.Types[0].Outcome, got.Types[0].Reason)
+				require.EqualValues(t, 1, got.Types[0].MetricsAfter["data-file-number"])
+			}
+			require.NotContains(t, r.stdout+r.stderr, s.SecretKey)
+			require.NotContains(t, r.stdout+r.stderr, tok.AccessToken)
+		})
+	}
+	r := execRunner(t, append([]string{"TMS_CATALOG_PROP_credential=" + s.AccessKey + ":wrong"}, s3keys...),
+		append([]string{"checksum", "--table", name}, public...)...)
+	require.Equal(t, cli.ExitFailure, r.code, r.stderr)
+	require.Contains(t, r.stderr, `catalog "lake"`)
+	require.NotContains(t, r.stderr, s.SecretKey)
+	after, err := cat.LoadTable(ctx, ident)
+	require.NoError(t, err)
+	res, err := checksum.Table(ctx, after, 0)
+	require.NoError(t, err)
+	require.Equal(t, want, res)
 }
