@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
-	"path/filepath"
+	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/tms-dev/tms/catalogs"
@@ -51,8 +54,92 @@ var foreignDataRecipes = []ForeignRecipe{
 	},
 }
 
-// foreignNamespace is the namespace of every foreign recipe table.
+// foreignNamespace is the namespace of every foreign recipe table of a
+// local build.
 const foreignNamespace = "foreign"
+
+// foreignEnv is where a foreign recipe is built: under a local folder
+// (dir, BuildForeign) or in the catalog of a target (BuildForeignOn). The
+// data builders reach their catalog, write their files and age the files
+// they plant only through it, so that one builder serves both.
+type foreignEnv struct {
+	// dir is the folder of a local build: an empty, absolute directory the
+	// build owns, holding a fresh SQL catalog. "" on a target.
+	dir string
+	// target is the catalog of a build on a target, nil for a local build.
+	target *ForeignTarget
+}
+
+// open opens (creating) the catalog of env, creates its namespace and
+// returns the catalog with the ForeignTable fields that reach the table
+// name in it. The caller closes the catalog with closeCatalog.
+func (e foreignEnv) open(ctx context.Context, name string) (catalog.Catalog, ForeignTable, error) {
+	if e.target == nil {
+		return foreignCatalog(ctx, e.dir, name)
+	}
+	t := e.target
+	cat, err := catalogs.Open(ctx, t.CatalogName, t.CatalogProps)
+	if err != nil {
+		return nil, ForeignTable{}, err
+	}
+	err = cat.CreateNamespace(ctx, table.Identifier{t.Namespace}, nil)
+	if err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+		closeCatalog(cat)
+		return nil, ForeignTable{}, fmt.Errorf("create namespace %s: %w", t.Namespace, err)
+	}
+	ft := ForeignTable{
+		CatalogName:  t.CatalogName,
+		CatalogProps: maps.Clone(t.CatalogProps),
+		Ident:        table.Identifier{t.Namespace, name},
+	}
+	return cat, ft, nil
+}
+
+// age sets the modification time of the files at locations to when:
+// os.Chtimes locally, the target's SetModTime on a target.
+func (e foreignEnv) age(when time.Time, locations ...string) error {
+	if e.target != nil {
+		if err := e.target.SetModTime(when, locations...); err != nil {
+			return fmt.Errorf("set the modification time of %d files: %w", len(locations), err)
+		}
+		return nil
+	}
+	for _, loc := range locations {
+		p, err := localPath(loc)
+		if err != nil {
+			return err
+		}
+		if err := os.Chtimes(p, when, when); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keptBeside returns the hidden file a foreign table keeps beside its data
+// file at rel (slash-separated, under the table location). Locally it is
+// the .crc sidecar Hadoop's ChecksumFileSystem writes beside every file. On
+// a target it is the _SUCCESS marker a Spark or Hadoop job commit leaves in
+// the folder it wrote: object stores never get .crc sidecars (S3A writes
+// none), and table buckets refuse keys outside the Iceberg layout —
+// SeaweedFS's answers 403 to a .crc under data/, where it takes only
+// .parquet, .orc, .avro, .puffin, .lance and folder-shaped names such as
+// _SUCCESS.
+func (e foreignEnv) keptBeside(rel string) foreignPlant {
+	if e.target != nil {
+		return foreignPlant{path.Join(path.Dir(rel), "_SUCCESS"), nil}
+	}
+	return foreignPlant{path.Join(path.Dir(rel), "."+path.Base(rel)+".crc"), []byte("crc\x00\x00\x00\x00")}
+}
+
+// recorded spells the location of a planted file the way ForeignTable's
+// Orphans and Kept hold it: an OS path locally, the location on a target.
+func (e foreignEnv) recorded(location string) (string, error) {
+	if e.target != nil {
+		return location, nil
+	}
+	return localPath(location)
+}
 
 // foreignCatalog opens (creating) the local catalog in dir, creates the
 // foreign namespace and returns the catalog with the ForeignTable fields
@@ -104,8 +191,27 @@ func foreignTableProps(recipe string, formatVersion int, mergeOnRead bool) icebe
 	return props
 }
 
-// tableRoot returns the OS path of tbl's location.
-func tableRoot(tbl *table.Table) (string, error) { return localPath(tbl.Location()) }
+// tableLocation returns tbl's location without a trailing slash: the
+// prefix of every file a foreign builder writes, tableLocation(tbl)+"/rel".
+func tableLocation(tbl *table.Table) string { return strings.TrimSuffix(tbl.Location(), "/") }
+
+// writeTableFile writes content at rel (slash-separated) under tbl's
+// location through tbl's FileIO and returns its location.
+func writeTableFile(ctx context.Context, tbl *table.Table, rel string, content []byte) (string, error) {
+	fsys, err := tbl.FS(ctx)
+	if err != nil {
+		return "", err
+	}
+	w, ok := fsys.(iceio.WriteFileIO)
+	if !ok {
+		return "", fmt.Errorf("file IO %T of %s cannot write files", fsys, tbl.Location())
+	}
+	loc := tableLocation(tbl) + "/" + rel
+	if err := w.WriteFile(loc, content); err != nil {
+		return "", fmt.Errorf("write %s: %w", loc, err)
+	}
+	return loc, nil
+}
 
 // foreignDataFile builds the DataFile of a parquet file a foreign writer
 // put under the table, the way Spark's add_files does: column statistics
@@ -121,7 +227,7 @@ func foreignDataFile(ctx context.Context, tbl *table.Table, spec iceberg.Partiti
 	}
 	stats, err := table.FileToDataFile(ctx, fs, f.Location, tbl.Schema(), *iceberg.UnpartitionedSpec, 0, tbl.Properties())
 	if err != nil {
-		return nil, fmt.Errorf("read footer of %s: %w", f.Path, err)
+		return nil, fmt.Errorf("read footer of %s: %w", f.Location, err)
 	}
 	b, err := iceberg.NewDataFileBuilder(spec, iceberg.EntryContentData, f.Location, iceberg.ParquetFile,
 		partition, nil, nil, stats.Count(), stats.FileSizeBytes())
@@ -145,10 +251,10 @@ type foreignPlant struct {
 	content []byte
 }
 
-// finishForeign completes ft once its table is built: Expected from the
-// rows the builder wrote, then the planted orphans and kept files (partDir
-// as for plantForeign).
-func finishForeign(ctx context.Context, ft ForeignTable, tbl *table.Table, expected []foreignRow, partDir string) (ForeignTable, error) {
+// finishForeign completes ft once its table is built in env: Expected
+// from the rows the builder wrote, then the planted orphans and kept files
+// (partDir as for plantForeign).
+func finishForeign(ctx context.Context, env foreignEnv, ft ForeignTable, tbl *table.Table, expected []foreignRow, partDir string) (ForeignTable, error) {
 	var err error
 	if ft.Expected, err = expectedBatches(tbl.Schema(), expected); err != nil {
 		return ForeignTable{}, err
@@ -157,23 +263,21 @@ func finishForeign(ctx context.Context, ft ForeignTable, tbl *table.Table, expec
 	if err != nil {
 		return ForeignTable{}, err
 	}
-	if err := plantForeign(&ft, tbl, partDir, beside); err != nil {
+	if err := plantForeign(ctx, env, &ft, tbl, partDir, beside); err != nil {
 		return ForeignTable{}, err
 	}
 	return ft, nil
 }
 
 // plantForeign writes the orphans and the kept (hidden) files of a foreign
-// table under its location, all with an mtime OrphanAge in the past, and
-// records their absolute paths in ft. The orphans are writer-shaped names
-// no metadata references: a data file directly in data/, one in partDir (a
-// partition folder under data/, or "" for none), a manifest in metadata/.
-// The kept file is a Hadoop .crc sidecar of the real data file beside.
-func plantForeign(ft *ForeignTable, tbl *table.Table, partDir, beside string) error {
-	root, err := tableRoot(tbl)
-	if err != nil {
-		return err
-	}
+// table under its location through its FileIO, ages them all to an mtime
+// OrphanAge in the past (env.age) and records them in ft (env.recorded).
+// The orphans are writer-shaped names no metadata references: a data file
+// directly in data/, one in partDir (a partition folder under data/, or ""
+// for none), a manifest in metadata/. The kept file is a Hadoop .crc
+// sidecar of the real data file at location beside, or on a target the
+// _SUCCESS marker in its folder (foreignEnv.keptBeside).
+func plantForeign(ctx context.Context, env foreignEnv, ft *ForeignTable, tbl *table.Table, partDir, beside string) error {
 	rng := seed(ft.Ident[len(ft.Ident)-1], 3)
 	hex := func() string { return fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64()) }
 	orphans := []foreignPlant{
@@ -183,43 +287,43 @@ func plantForeign(ft *ForeignTable, tbl *table.Table, partDir, beside string) er
 	if partDir != "" {
 		orphans = append(orphans, foreignPlant{fmt.Sprintf("data/%s/00001-1-%s-00001.parquet", partDir, hex()), parquetBytes})
 	}
-	besideRel, err := filepath.Rel(root, beside)
-	if err != nil {
-		return err
+	besideRel, ok := strings.CutPrefix(beside, tableLocation(tbl)+"/")
+	if !ok {
+		return fmt.Errorf("data file %s is not under the table location %s", beside, tbl.Location())
 	}
-	kept := []foreignPlant{{
-		filepath.ToSlash(filepath.Join(filepath.Dir(besideRel), "."+filepath.Base(besideRel)+".crc")),
-		[]byte("crc\x00\x00\x00\x00"),
-	}}
+	kept := []foreignPlant{env.keptBeside(besideRel)}
 	mtime := time.Now().Truncate(time.Second).Add(-OrphanAge)
-	plant := func(p foreignPlant) (string, error) {
-		path := filepath.Join(root, filepath.FromSlash(p.rel))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return "", err
+	plant := func(plants []foreignPlant, into *[]string) error {
+		locs := make([]string, 0, len(plants))
+		for _, p := range plants {
+			loc, err := writeTableFile(ctx, tbl, p.rel, p.content)
+			if err != nil {
+				return err
+			}
+			locs = append(locs, loc)
 		}
-		if err := os.WriteFile(path, p.content, 0o644); err != nil {
-			return "", err
+		if err := env.age(mtime, locs...); err != nil {
+			return err
 		}
-		return path, os.Chtimes(path, mtime, mtime)
+		for _, loc := range locs {
+			rec, err := env.recorded(loc)
+			if err != nil {
+				return err
+			}
+			*into = append(*into, rec)
+		}
+		return nil
 	}
-	for _, p := range orphans {
-		path, err := plant(p)
-		if err != nil {
-			return fmt.Errorf("plant orphan: %w", err)
-		}
-		ft.Orphans = append(ft.Orphans, path)
+	if err := plant(orphans, &ft.Orphans); err != nil {
+		return fmt.Errorf("plant orphan: %w", err)
 	}
-	for _, p := range kept {
-		path, err := plant(p)
-		if err != nil {
-			return fmt.Errorf("plant kept file: %w", err)
-		}
-		ft.Kept = append(ft.Kept, path)
+	if err := plant(kept, &ft.Kept); err != nil {
+		return fmt.Errorf("plant kept file: %w", err)
 	}
 	return nil
 }
 
-// anyDataFile returns the OS path of one live data file of tbl, for a
+// anyDataFile returns the location of one live data file of tbl, for a
 // sidecar to sit beside.
 func anyDataFile(ctx context.Context, tbl *table.Table) (string, error) {
 	fs, err := tbl.FS(ctx)
@@ -240,7 +344,7 @@ func anyDataFile(ctx context.Context, tbl *table.Table) (string, error) {
 				return "", err
 			}
 			if e.DataFile().ContentType() == iceberg.EntryContentData {
-				return localPath(e.DataFile().FilePath())
+				return e.DataFile().FilePath(), nil
 			}
 		}
 	}

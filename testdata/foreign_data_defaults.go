@@ -68,8 +68,8 @@ var (
 // Expected: rows of the first two appends have priority 3 and channel "web"
 // (the initial-defaults; their files lack both columns), never the
 // write-defaults.
-func buildDefaults(ctx context.Context, dir string) (ForeignTable, error) {
-	cat, ft, err := foreignCatalog(ctx, dir, "defaults")
+func buildDefaults(ctx context.Context, env foreignEnv) (ForeignTable, error) {
+	cat, ft, err := env.open(ctx, "defaults")
 	if err != nil {
 		return ForeignTable{}, err
 	}
@@ -150,5 +150,5 @@ func buildDefaults(ctx context.Context, dir string) (ForeignTable, error) {
 		return ForeignTable{}, err
 	}
 
-	return finishForeign(ctx, ft, tbl, expected, "ts_day=2024-01-02")
+	return finishForeign(ctx, env, ft, tbl, expected, "ts_day=2024-01-02")
 }

@@ -61,8 +61,8 @@ var (
 //
 // The deleted ids are spread over all regions, so each delete file removes
 // rows from several partitions. iceberg-go refuses nothing here.
-func buildCrossPartitionEqDeletes(ctx context.Context, dir string) (ForeignTable, error) {
-	cat, ft, err := foreignCatalog(ctx, dir, "cross_partition_eq_deletes")
+func buildCrossPartitionEqDeletes(ctx context.Context, env foreignEnv) (ForeignTable, error) {
+	cat, ft, err := env.open(ctx, "cross_partition_eq_deletes")
 	if err != nil {
 		return ForeignTable{}, err
 	}
@@ -157,7 +157,7 @@ func buildCrossPartitionEqDeletes(ctx context.Context, dir string) (ForeignTable
 			expected = append(expected, row)
 		}
 	}
-	return finishForeign(ctx, ft, tbl, expected, "region=eu")
+	return finishForeign(ctx, env, ft, tbl, expected, "region=eu")
 }
 
 // commitEqDeletes writes ids as one equality-delete file keyed on id in

@@ -54,8 +54,8 @@ var evolvedPhases = [][]int{{100, 80}, {60}, {90, 75}}
 // Expected is in the final schema: no old amount, segment holds the
 // category values, and amount and score are NULL for rows of phase 1 (their
 // files do not have ids 6 and 7; the old amount column has id 3).
-func buildEvolved(ctx context.Context, dir string) (ForeignTable, error) {
-	cat, ft, err := foreignCatalog(ctx, dir, "evolved")
+func buildEvolved(ctx context.Context, env foreignEnv) (ForeignTable, error) {
+	cat, ft, err := env.open(ctx, "evolved")
 	if err != nil {
 		return ForeignTable{}, err
 	}
@@ -132,5 +132,5 @@ func buildEvolved(ctx context.Context, dir string) (ForeignTable, error) {
 		return ForeignTable{}, err
 	}
 
-	return finishForeign(ctx, ft, tbl, expected, "ts_day=2024-01-02")
+	return finishForeign(ctx, env, ft, tbl, expected, "ts_day=2024-01-02")
 }

@@ -3,7 +3,7 @@ package testdata
 import (
 	"context"
 	"fmt"
-	"path/filepath"
+	"path"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -72,8 +72,8 @@ var (
 //
 // The spec says a reader fills region (and kind, in spec 1) from the file's
 // partition tuple, so Expected has them set on every row.
-func buildMigrated(ctx context.Context, dir string) (ForeignTable, error) {
-	cat, ft, err := foreignCatalog(ctx, dir, "migrated")
+func buildMigrated(ctx context.Context, env foreignEnv) (ForeignTable, error) {
+	cat, ft, err := env.open(ctx, "migrated")
 	if err != nil {
 		return ForeignTable{}, err
 	}
@@ -85,10 +85,6 @@ func buildMigrated(ctx context.Context, dir string) (ForeignTable, error) {
 		catalog.WithPartitionSpec(&spec), catalog.WithProperties(foreignTableProps("foreign.migrated", 2, false)))
 	if err != nil {
 		return ForeignTable{}, fmt.Errorf("create table: %w", err)
-	}
-	root, err := tableRoot(tbl)
-	if err != nil {
-		return ForeignTable{}, err
 	}
 	rng := seed("foreign.migrated", 1)
 	var expected []foreignRow
@@ -133,10 +129,10 @@ func buildMigrated(ctx context.Context, dir string) (ForeignTable, error) {
 			}
 			rel := "region=" + mf.region
 			if phase == 2 {
-				rel = filepath.Join(rel, fmt.Sprintf("kind=%d", mf.kind))
+				rel = path.Join(rel, fmt.Sprintf("kind=%d", mf.kind))
 			}
 			name := fmt.Sprintf("part-%05d-%016x-c000.snappy.parquet", i, rng.Uint64())
-			pf, err := writeForeignParquet(filepath.Join(root, "data", rel, name), fsc, topLevelIDs(storedSchema), rows)
+			pf, err := writeForeignParquet(ctx, tbl, path.Join("data", rel, name), fsc, topLevelIDs(storedSchema), rows)
 			if err != nil {
 				return nil, fmt.Errorf("write %s: %w", name, err)
 			}
@@ -169,5 +165,5 @@ func buildMigrated(ctx context.Context, dir string) (ForeignTable, error) {
 		return ForeignTable{}, err
 	}
 
-	return finishForeign(ctx, ft, tbl, expected, "region=eu/kind=1")
+	return finishForeign(ctx, env, ft, tbl, expected, "region=eu/kind=1")
 }

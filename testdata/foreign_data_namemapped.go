@@ -3,7 +3,7 @@ package testdata
 import (
 	"context"
 	"fmt"
-	"path/filepath"
+	"path"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -57,8 +57,8 @@ var (
 // mapped table; iceberg-go's UpdateSchema only does it when given the
 // mapping. Three more files, written with the new name, are added after.
 // Reading the first three needs the mapping's alias "customer".
-func buildNameMapped(ctx context.Context, dir string) (ForeignTable, error) {
-	cat, ft, err := foreignCatalog(ctx, dir, "name_mapped")
+func buildNameMapped(ctx context.Context, env foreignEnv) (ForeignTable, error) {
+	cat, ft, err := env.open(ctx, "name_mapped")
 	if err != nil {
 		return ForeignTable{}, err
 	}
@@ -70,10 +70,6 @@ func buildNameMapped(ctx context.Context, dir string) (ForeignTable, error) {
 		catalog.WithPartitionSpec(&spec), catalog.WithProperties(foreignTableProps("foreign.name-mapped", 2, false)))
 	if err != nil {
 		return ForeignTable{}, fmt.Errorf("create table: %w", err)
-	}
-	root, err := tableRoot(tbl)
-	if err != nil {
-		return ForeignTable{}, err
 	}
 	rng := seed("foreign.name-mapped", 1)
 	var expected []foreignRow
@@ -100,7 +96,7 @@ func buildNameMapped(ctx context.Context, dir string) (ForeignTable, error) {
 				nextID++
 			}
 			name := fmt.Sprintf("%d-%d-%016x.parquet", phase, i, rng.Uint64())
-			pf, err := writeForeignParquet(filepath.Join(root, "data", "region="+nf.region, name), fsc, topLevelIDs(sc), rows)
+			pf, err := writeForeignParquet(ctx, tbl, path.Join("data", "region="+nf.region, name), fsc, topLevelIDs(sc), rows)
 			if err != nil {
 				return nil, fmt.Errorf("write %s: %w", name, err)
 			}
@@ -133,5 +129,5 @@ func buildNameMapped(ctx context.Context, dir string) (ForeignTable, error) {
 		return ForeignTable{}, err
 	}
 
-	return finishForeign(ctx, ft, tbl, expected, "region=us")
+	return finishForeign(ctx, env, ft, tbl, expected, "region=us")
 }

@@ -1,11 +1,10 @@
 package testdata
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -140,49 +139,44 @@ func expectedBatches(sc *iceberg.Schema, rows []foreignRow) ([]arrow.RecordBatch
 // parquetFile is a parquet file a foreign writer (not iceberg-go) put
 // under a table location.
 type parquetFile struct {
-	// Path is the OS path; Location the file:// URL metadata references.
-	Path, Location string
+	// Location is where the file is, as metadata references it: the table
+	// location followed by the file's path under it.
+	Location string
 	// Rows is the number of rows written; Size the file size in bytes.
 	Rows, Size int64
 }
 
-// writeForeignParquet writes rows as one parquet file at path with arrow-go's
-// pqarrow, the way Spark or Hive leave files: snappy-compressed, no
-// ARROW:schema key in the footer, and field ids in the parquet schema only if
-// the fields of sc carry PARQUET:field_id metadata. ids[i] is the row key of
-// the i-th column of sc.
-func writeForeignParquet(path string, sc *arrow.Schema, ids []int, rows []foreignRow) (parquetFile, error) {
+// writeForeignParquet writes rows as one parquet file at rel (a
+// slash-separated path under tbl's location) with arrow-go's pqarrow, the
+// way Spark or Hive leave files: snappy-compressed, no ARROW:schema key in
+// the footer, and field ids in the parquet schema only if the fields of sc
+// carry PARQUET:field_id metadata. ids[i] is the row key of the i-th column
+// of sc. The file is written whole through tbl's FileIO (writeTableFile),
+// so the same builder writes to a local folder and to object storage.
+func writeForeignParquet(ctx context.Context, tbl *table.Table, rel string, sc *arrow.Schema, ids []int, rows []foreignRow) (parquetFile, error) {
 	rec, err := foreignBatch(sc, ids, rows)
 	if err != nil {
 		return parquetFile{}, err
 	}
 	defer rec.Release()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return parquetFile{}, err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return parquetFile{}, err
-	}
+	var buf bytes.Buffer
 	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy))
-	w, err := pqarrow.NewFileWriter(sc, f, props, pqarrow.NewArrowWriterProperties())
+	w, err := pqarrow.NewFileWriter(sc, &buf, props, pqarrow.NewArrowWriterProperties())
 	if err != nil {
-		_ = f.Close()
 		return parquetFile{}, err
 	}
 	if err := w.Write(rec); err != nil {
 		_ = w.Close()
 		return parquetFile{}, err
 	}
-	// Close closes f as well.
 	if err := w.Close(); err != nil {
 		return parquetFile{}, err
 	}
-	st, err := os.Stat(path)
+	loc, err := writeTableFile(ctx, tbl, rel, buf.Bytes())
 	if err != nil {
 		return parquetFile{}, err
 	}
-	return parquetFile{Path: path, Location: "file://" + filepath.ToSlash(path), Rows: rec.NumRows(), Size: st.Size()}, nil
+	return parquetFile{Location: loc, Rows: rec.NumRows(), Size: int64(buf.Len())}, nil
 }
 
 // fileSchema returns the Arrow schema of a foreign file storing fields of

@@ -3,6 +3,7 @@ package testdata
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -28,20 +29,35 @@ var foreignPathRecipes = []ForeignRecipe{
 		Name: "foreign.relative",
 		Description: "a hadoop-catalog table whose location is relative (as Java's HadoopCatalog writes it when " +
 			"its warehouse is a relative path): data and manifest paths are relative, the metadata log absolute",
-		build: buildRelative,
+		LocalOnly: true,
+		build:     inDir(buildRelative),
 	},
 	{
 		Name: "foreign.file-uri",
 		Description: "a table whose location is a Hadoop-style file:/abs URI and whose later data files are " +
 			"file:///abs URIs (write.data.path), while the FileIO lists bare OS paths",
-		build: buildFileURI,
+		LocalOnly: true,
+		build:     inDir(buildFileURI),
 	},
 	{
 		Name: "foreign.hadoop-sidecars",
 		Description: "a hadoop-catalog table as Hadoop writers leave it: a .crc beside every file, _SUCCESS, a " +
 			"_temporary/ folder of an aborted job, and a partition field whose name starts with _",
-		build: buildSidecars,
+		LocalOnly: true,
+		build:     inDir(buildSidecars),
 	},
+}
+
+// inDir adapts the builder of a path recipe, which builds under a local
+// folder only (its layouts are local path forms), to a ForeignRecipe's
+// build.
+func inDir(build func(ctx context.Context, dir string) (ForeignTable, error)) func(context.Context, foreignEnv) (ForeignTable, error) {
+	return func(ctx context.Context, env foreignEnv) (ForeignTable, error) {
+		if env.target != nil || env.dir == "" {
+			return ForeignTable{}, errors.New("a layout of local paths is built only under a local folder")
+		}
+		return build(ctx, env.dir)
+	}
 }
 
 // pathRows is the number of rows of each of the two appends of a path recipe.
