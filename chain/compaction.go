@@ -306,7 +306,11 @@ func scanConcurrency(location string, tasks []table.FileScanTask, procs, conc in
 func (s *stepState) executeGroups(ctx context.Context, groups []compaction.Group, target int64, maxConcurrent int,
 	detail *CompactionDetail, log *zap.Logger,
 ) ([]table.CompactionGroupResult, error) {
-	plans, err := s.prepareGroups(ctx, groups, detail)
+	rtbl, rfs, err := s.readTable(ctx, groups)
+	if err != nil {
+		return nil, err
+	}
+	plans, err := s.prepareGroups(ctx, rfs, groups, detail)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +329,7 @@ func (s *stepState) executeGroups(ctx context.Context, groups []compaction.Group
 		eg.Go(func() error {
 			start := time.Now()
 			batchRows, buffered := groupBuffering(g.Tasks, conc)
-			res, err := s.rewriteGroup(gctx, g, plans[i], groupOptions{
+			res, err := s.rewriteGroup(gctx, rtbl, g, plans[i], groupOptions{
 				target: target, scanConcurrency: scanConcurrency(s.tbl.Location(), g.Tasks, procs, conc), batchRows: batchRows, buffered: buffered,
 			})
 			if err != nil {

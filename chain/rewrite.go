@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
+	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
 	"golang.org/x/sync/errgroup"
@@ -33,11 +34,7 @@ type groupOptions struct {
 // prepareGroups checks, before anything is written, that every file of
 // every group reads faithfully, and plans the reads. A file that does not
 // ends the type failed with the reason, naming the file and the column.
-func (s *stepState) prepareGroups(ctx context.Context, groups []compaction.Group, detail *CompactionDetail) ([]*faithful.Plan, error) {
-	fs, err := s.tbl.FS(ctx)
-	if err != nil {
-		return nil, err
-	}
+func (s *stepState) prepareGroups(ctx context.Context, fs iceio.IO, groups []compaction.Group, detail *CompactionDetail) ([]*faithful.Plan, error) {
 	start := time.Now()
 	defer func() { detail.ReadCheckUs = time.Since(start).Microseconds() }()
 	plans := make([]*faithful.Plan, len(groups))
@@ -61,9 +58,9 @@ func (s *stepState) prepareGroups(ctx context.Context, groups []compaction.Group
 	return plans, nil
 }
 
-// rewriteGroup reads the group's files faithfully and writes them out as
-// files of about opts.target bytes.
-func (s *stepState) rewriteGroup(ctx context.Context, g compaction.Group, plan *faithful.Plan, opts groupOptions) (table.CompactionGroupResult, error) {
+// rewriteGroup reads the group's files faithfully through rtbl (see
+// readTable) and writes them out as files of about opts.target bytes.
+func (s *stepState) rewriteGroup(ctx context.Context, rtbl *table.Table, g compaction.Group, plan *faithful.Plan, opts groupOptions) (table.CompactionGroupResult, error) {
 	tbl := s.tbl
 	meta := tbl.Metadata()
 	scanOpts := []table.ScanOption{
@@ -79,7 +76,7 @@ func (s *stepState) rewriteGroup(ctx context.Context, g compaction.Group, plan *
 	if lineage {
 		scanOpts = append(scanOpts, table.WithRowLineage())
 	}
-	arrowSchema, records, err := faithful.Read(ctx, tbl, plan, scanOpts...)
+	arrowSchema, records, err := faithful.Read(ctx, rtbl, plan, scanOpts...)
 	if err != nil {
 		return table.CompactionGroupResult{}, fmt.Errorf("read tasks: %w", err)
 	}
