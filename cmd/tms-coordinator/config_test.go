@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,4 +90,23 @@ gravitino.maintenance.gravitinoAuth.password = env:TMS_TEST_GRAVITINO_PW
 	require.NoError(t, os.Unsetenv("TMS_TEST_GRAVITINO_PW"))
 	_, err = c.catalogConfigs()
 	require.ErrorContains(t, err, "gravitinoAuth.password: environment variable TMS_TEST_GRAVITINO_PW is not set")
+}
+
+// The README's configuration file example parses as it is written: every
+// key known, every value of the right form, every credential a reference.
+func TestReadmeConfigExample(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(b), "```properties\n")
+	require.True(t, ok, "the README has a properties block")
+	block, _, ok := strings.Cut(rest, "```")
+	require.True(t, ok)
+	conf := filepath.Join(t.TempDir(), "tms.conf")
+	require.NoError(t, os.WriteFile(conf, []byte(block), 0o600))
+	c, err := readConfigFile(conf)
+	require.NoError(t, err)
+	require.Equal(t, "tms-a", c.flags["node-id"])
+	require.Equal(t, "10s", c.flags["poll-interval"])
+	require.Equal(t, "s3://lake/", c.catalogs["prod"]["warehouse"])
+	require.Equal(t, "env:LAKE_KEY_ID", c.ircAuth["s3.access-key-id"])
 }
