@@ -2,16 +2,9 @@ package chain
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
@@ -34,57 +27,10 @@ func benchTable(b *testing.B, name string, files, rows, days int) (catalog.Catal
 }
 
 // fillBenchTable creates ident (and its namespace) in cat and fills it as
-// benchTable describes.
+// benchTable describes (testdata.FillTable).
 func fillBenchTable(b *testing.B, cat catalog.Catalog, ident table.Identifier, files, rows, days int) {
 	b.Helper()
-	ctx := context.Background()
-	require.NoError(b, cat.CreateNamespace(ctx, table.Identifier{ident[0]}, nil))
-	sc := testdata.Schema()
-	opts := []catalog.CreateTableOpt{catalog.WithProperties(iceberg.Properties{
-		table.WriteTargetFileSizeBytesKey: strconv.Itoa(512 << 20),
-	})}
-	if days > 0 {
-		ts, _ := sc.FindFieldByName("ts")
-		spec := iceberg.NewPartitionSpec(iceberg.PartitionField{
-			SourceIDs: []int{ts.ID}, FieldID: 1000, Name: "ts_day", Transform: iceberg.DayTransform{},
-		})
-		opts = append(opts, catalog.WithPartitionSpec(&spec))
-	}
-	tbl, err := cat.CreateTable(ctx, ident, sc, opts...)
-	require.NoError(b, err)
-	asc, err := table.SchemaToArrowSchema(sc, nil, false, false)
-	require.NoError(b, err)
-	txn := tbl.NewTransaction()
-	rng := rand.New(rand.NewPCG(1, 2))
-	cats := []string{"books", "games", "garden", "music", "outdoor", "pets", "tools", "toys"}
-	base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	for f := range files {
-		rb := array.NewRecordBuilder(memory.DefaultAllocator, asc)
-		for r := range rows {
-			rb.Field(0).(*array.Int64Builder).Append(int64(f*rows + r))
-			rb.Field(1).(*array.StringBuilder).Append(cats[rng.IntN(len(cats))])
-			rb.Field(2).(*array.Float64Builder).Append(rng.Float64() * 1000)
-			day := rng.IntN(7)
-			if days > 0 {
-				day = f % days
-			}
-			ts := base.Add(time.Duration(day)*24*time.Hour + time.Duration(rng.Int64N(int64(24*time.Hour))))
-			rb.Field(3).(*array.TimestampBuilder).Append(arrow.Timestamp(ts.UnixMicro()))
-			if rng.IntN(10) == 0 {
-				rb.Field(4).(*array.StringBuilder).AppendNull()
-			} else {
-				rb.Field(4).(*array.StringBuilder).Append(fmt.Sprintf("note-%016x%016x%016x", rng.Uint64(), rng.Uint64(), rng.Uint64()))
-			}
-		}
-		rec := rb.NewRecordBatch()
-		at := array.NewTableFromRecords(asc, []arrow.RecordBatch{rec})
-		require.NoError(b, txn.AppendTable(ctx, at, int64(rows), nil))
-		at.Release()
-		rec.Release()
-		rb.Release()
-	}
-	_, err = txn.Commit(ctx)
-	require.NoError(b, err)
+	require.NoError(b, testdata.FillTable(context.Background(), cat, ident, files, rows, days))
 }
 
 // rollback makes snapshot id current again, so every iteration compacts

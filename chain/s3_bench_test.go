@@ -2,16 +2,9 @@ package chain
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
@@ -39,7 +32,8 @@ func BenchmarkS3SmallFiles1000(b *testing.B) {
 	tbl, err := cat.CreateTable(ctx, ident, sc)
 	require.NoError(b, err)
 	const files = 1000
-	tbl = writeSmallFiles(b, tbl, files, 60)
+	tbl, err = testdata.FillSmallFiles(ctx, tbl, files, 60)
+	require.NoError(b, err)
 	orig := tbl.CurrentSnapshot().SnapshotID
 	oursT, theirsT := chainVsSequential(b, cat, ident, orig, func(d *CompactionDetail) {
 		require.Equal(b, files, d.InputFiles)
@@ -48,39 +42,6 @@ func BenchmarkS3SmallFiles1000(b *testing.B) {
 	b.ReportMetric(n/oursT.Seconds(), "chain-files/s")
 	b.ReportMetric(n/theirsT.Seconds(), "iceberg-go-files/s")
 	b.ReportMetric(theirsT.Seconds()/oursT.Seconds(), "chain/iceberg-go")
-}
-
-// writeSmallFiles appends n files of rows rows each to tbl in one commit,
-// written as iceberg-go writes them (one WriteRecords stream rolled at a
-// tiny target size).
-func writeSmallFiles(b *testing.B, tbl *table.Table, n, rows int) *table.Table {
-	b.Helper()
-	ctx := context.Background()
-	asc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
-	require.NoError(b, err)
-	rng := rand.New(rand.NewPCG(3, 4))
-	txn := tbl.NewTransaction()
-	var dfs []iceberg.DataFile
-	for f := range n {
-		var js []string
-		for r := range rows {
-			id := f*rows + r
-			js = append(js, fmt.Sprintf(`{"id": %d, "category": "c%d", "amount": %d.5, "ts": "2024-01-01T00:00:%02dZ", "note": "note-%016x%016x"}`,
-				id, id%8, id, r%60, rng.Uint64(), rng.Uint64()))
-		}
-		rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, asc, strings.NewReader("["+strings.Join(js, ",")+"]"))
-		require.NoError(b, err)
-		seq := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
-		for df, err := range table.WriteRecords(ctx, tbl, asc, seq) {
-			require.NoError(b, err)
-			dfs = append(dfs, df)
-		}
-		rec.Release()
-	}
-	require.NoError(b, txn.AddDataFiles(ctx, dfs, nil))
-	out, err := txn.Commit(ctx)
-	require.NoError(b, err)
-	return out
 }
 
 // BenchmarkS3Compaction200x10k compacts the same 200 files × 10,000 rows

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/internal/seaweedtest"
+	"github.com/tms-dev/tms/testdata"
+)
+
+// BenchmarkS3RunnerPeakRSS runs the real tms-runner binary's compaction
+// (`replay --types compaction`) on S3 behind SeaweedFS's REST catalog, on
+// the two tables of chain's S3 benchmarks: 1,000 small files (~10 KB) in
+// one partition and 200 files × 10,000 rows (~80 MB). It reports each
+// run's peak RSS (the process's ru_maxrss) and its files/s, process start
+// and catalog load included. Issue 14's bound is 300 MB for both.
+func BenchmarkS3RunnerPeakRSS(b *testing.B) {
+	s := seaweedtest.Start(b)
+	ctx := context.Background()
+	cat, err := catalogs.Open(ctx, "lake", s.Props())
+	require.NoError(b, err)
+	small := seaweedtest.Ident("small")
+	require.NoError(b, cat.CreateNamespace(ctx, table.Identifier{small[0]}, nil))
+	tbl, err := cat.CreateTable(ctx, small, testdata.Schema(), catalog.WithProperties(iceberg.Properties{"format-version": "2"}))
+	require.NoError(b, err)
+	_, err = testdata.FillSmallFiles(ctx, tbl, 1000, 60)
+	require.NoError(b, err)
+	big := seaweedtest.Ident("c200")
+	require.NoError(b, testdata.FillTable(ctx, cat, big, 200, 10_000, 0))
+
+	var args, env []string
+	for k, v := range s.PublicProps() {
+		args = append(args, "--catalog-prop", k+"="+v)
+	}
+	for k, v := range s.SecretProps() {
+		env = append(env, "TMS_CATALOG_PROP_"+k+"="+v)
+	}
+	ledger := "sqlite://" + filepath.Join(b.TempDir(), "ledger.db")
+	type side struct {
+		ident    table.Identifier
+		files    int
+		orig     int64
+		peak     int64 // KiB
+		took     time.Duration
+		compacts int
+	}
+	sides := []*side{{ident: small, files: 1000}, {ident: big, files: 200}}
+	for _, sd := range sides {
+		t, err := cat.LoadTable(ctx, sd.ident)
+		require.NoError(b, err)
+		sd.orig = t.CurrentSnapshot().SnapshotID
+	}
+	run := func(sd *side) {
+		b.StopTimer()
+		t, err := cat.LoadTable(ctx, sd.ident)
+		require.NoError(b, err)
+		if t.CurrentSnapshot().SnapshotID != sd.orig {
+			txn := t.NewTransaction()
+			require.NoError(b, txn.RollbackToSnapshot(sd.orig))
+			_, err = txn.Commit(ctx)
+			require.NoError(b, err)
+		}
+		b.StartTimer()
+		cmd := exec.Command(runnerBin, append([]string{"replay", "--table", catalogs.IdentString(sd.ident), "--types", "compaction",
+			"--ledger", ledger, "--json"}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		start := time.Now()
+		out, err := cmd.Output()
+		sd.took += time.Since(start)
+		require.NoError(b, err, "%s", out)
+		var got replayJSON
+		require.NoError(b, json.Unmarshal(out, &got), "%s", out)
+		require.Equal(b, "done", got.Types[0].Outcome, got.Types[0].Reason)
+		require.EqualValues(b, sd.files, got.Types[0].MetricsBefore["data-file-number"])
+		sd.peak = max(sd.peak, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+		sd.compacts++
+	}
+	for b.Loop() {
+		for _, sd := range sides {
+			run(sd)
+		}
+	}
+	for _, sd := range []struct {
+		unit string
+		*side
+	}{{"small-files", sides[0]}, {"200x10k", sides[1]}} {
+		b.ReportMetric(float64(sd.peak)/1024, sd.unit+"-peak-MB")
+		b.ReportMetric(float64(sd.files*sd.compacts)/sd.took.Seconds(), sd.unit+"-files/s")
+	}
+}
