@@ -94,6 +94,8 @@ bench: dbcheck build $(WEED) $(WEED_TOUCH) ## Benchmarks: sampler vs PlanFiles, 
 	$(GO) test -run '^$$' -bench ChainOverhead -benchtime 3x -timeout 30m ./runner/
 	@# Object storage: 1,000 small files on SeaweedFS (S3 + REST catalog), chain vs iceberg-go's RewriteDataFiles.
 	$(GO) test -run '^$$' -bench 'S3SmallFiles1000|S3Compaction200x10k' -benchtime 2x -timeout 30m ./chain/
+	@# The real runner binary's compaction of both S3 tables: peak RSS (bound: 300 MB) and files/s.
+	$(GO) test -run '^$$' -bench S3RunnerPeakRSS -benchtime 1x -timeout 30m ./cmd/tms-runner/
 	@# Busy table: a writer every 300 ms for 3 minutes against an onCommit-style chain with a 10 s cooldown (TMS_SOAK=… to change).
 	$(GO) test -run '^$$' -bench BusyTableSoak -benchtime 1x -timeout 30m ./cmd/tms-runner/
 	@[ -x /usr/bin/time ] || { echo "peak RSS needs GNU time: apt-get install -y time"; exit 1; }; \

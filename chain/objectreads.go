@@ -21,12 +21,12 @@ import (
 // of its groups (data and delete files up to smallObjectBytes) whole, in one
 // GET each, and the read-check's footer read of such a file (faithful
 // reads whole files of that size too) is kept for the scan that follows,
-// within heldObjectBytes for the whole step, so that a small file costs one
+// within heldObjectBytes (16 MiB) for the whole step, so that a small file costs one
 // request in all. Data files are immutable: what was read is what the scan
 // would read.
 const (
 	smallObjectBytes = 1 << 20
-	heldObjectBytes  = 64 << 20
+	heldObjectBytes  = 16 << 20
 )
 
 // objectReads is the FileIO compaction reads a step's files through on

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	stdfs "io/fs"
 	"net/url"
 	"os"
@@ -15,8 +16,10 @@ import (
 
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/io/gocloud/blobfs"
 	"github.com/apache/iceberg-go/table"
 	"go.uber.org/zap"
+	"gocloud.dev/blob"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -139,33 +142,16 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 		return err
 	})
 	g.Go(func() error {
-		return lister.WalkDir(loc, func(p string, d stdfs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if err := gctx.Err(); err != nil {
-				return err
+		return listFiles(gctx, lister, loc, func(p string, size int64, mtime time.Time) {
+			if !mtime.Before(cutoff) {
+				return
 			}
 			c := pl.canon.canon(p)
 			rel, under := strings.CutPrefix(c.full, strings.TrimSuffix(locCanon.full, "/")+"/")
-			if d.IsDir() {
-				if under && filter.hiddenName(d.Name()) {
-					return stdfs.SkipDir
-				}
-				return nil
-			}
 			if under && filter.hiddenRel(rel) {
-				return nil
+				return
 			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			if !info.ModTime().Before(cutoff) {
-				return nil
-			}
-			listed = append(listed, plannedOrphan{path: p, canon: c, size: info.Size()})
-			return nil
+			listed = append(listed, plannedOrphan{path: p, canon: c, size: size})
 		})
 	})
 	if err := g.Wait(); err != nil {
@@ -490,4 +476,67 @@ func asLocation(p, loc string) string {
 		return "file://" + p
 	}
 	return p
+}
+
+// listFiles calls fn for every file under loc with its size and
+// modification time. On an object store addressed as scheme://bucket/key
+// (s3, s3a, s3n, gs) it lists the keys under loc flat, a page of up to
+// 1,000 objects a request, where a directory walk makes one request per
+// folder (per partition); directory-marker objects (keys ending in "/")
+// are not files. Elsewhere it walks the directories. A hidden folder is
+// filtered by its files' relative paths (hiddenFilter.hiddenRel), so both
+// ways see the same files.
+func listFiles(ctx context.Context, lister iceio.ListableIO, loc string, fn func(path string, size int64, mtime time.Time)) error {
+	if bfs, ok := blobIO(lister); ok {
+		if u, err := url.Parse(loc); err == nil && u.Host != "" && slices.Contains([]string{"s3", "s3a", "s3n", "gs"}, u.Scheme) {
+			base := u.Scheme + "://" + u.Host + "/"
+			prefix := strings.Trim(u.Path, "/") + "/"
+			it := bfs.Bucket.List(&blob.ListOptions{Prefix: prefix})
+			for {
+				obj, err := it.Next(ctx)
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				if err != nil {
+					return fmt.Errorf("list %s: %w", loc, err)
+				}
+				if obj.IsDir || strings.HasSuffix(obj.Key, "/") {
+					continue
+				}
+				fn(base+obj.Key, obj.Size, obj.ModTime)
+			}
+		}
+	}
+	return lister.WalkDir(loc, func(p string, d stdfs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fn(p, info.Size(), info.ModTime())
+		return nil
+	})
+}
+
+// blobIO returns the gocloud FileIO under fsys, through the chain's own
+// wrappers.
+func blobIO(fsys iceio.IO) (*blobfs.FileIO, bool) {
+	for {
+		switch v := fsys.(type) {
+		case *blobfs.FileIO:
+			return v, true
+		case recordingIO:
+			fsys = v.IO
+		default:
+			return nil, false
+		}
+	}
 }
