@@ -13,21 +13,19 @@ import (
 	"github.com/apache/iceberg-go/table/compaction"
 
 	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/internal/faithful"
 )
 
 // On object storage every read is a request. iceberg-go's scan reads a
 // Parquet file by ranges: the footer, then each column chunk, several GETs
-// for a file of a few kilobytes. Compaction therefore reads the small files
-// of its groups (data and delete files up to smallObjectBytes) whole, in one
-// GET each, and the read-check's footer read of such a file (faithful
-// reads whole files of that size too) is kept for the scan that follows,
-// within heldObjectBytes (16 MiB) for the whole step, so that a small file costs one
-// request in all. Data files are immutable: what was read is what the scan
-// would read.
-const (
-	smallObjectBytes = 1 << 20
-	heldObjectBytes  = 16 << 20
-)
+// for a file of a few kilobytes. Compaction therefore reads the small
+// files of its groups (data and delete files up to
+// faithful.WholeFileBytes) whole, one GET each, and keeps the read-check's
+// footer read of such a file (faithful reads those whole too) for the scan
+// that follows, within heldObjectBytes for the whole step: a small file
+// costs one request in all. Data files are immutable: what was read is
+// what the scan would read.
+const heldObjectBytes = 16 << 20
 
 // objectReads is the FileIO compaction reads a step's files through on
 // object storage.
@@ -55,11 +53,11 @@ func (s *stepState) readTable(ctx context.Context, groups []compaction.Group) (*
 	r := &objectReads{IO: fsys, rf: rf, small: map[string]bool{}, held: map[string][]byte{}}
 	for _, g := range groups {
 		for _, t := range g.Tasks {
-			if n := t.File.FileSizeBytes(); n > 0 && n <= smallObjectBytes {
+			if n := t.File.FileSizeBytes(); n > 0 && n <= faithful.WholeFileBytes {
 				r.small[t.File.FilePath()] = true
 			}
 			for _, d := range t.DeleteFiles {
-				if n := d.FileSizeBytes(); n > 0 && n <= smallObjectBytes {
+				if n := d.FileSizeBytes(); n > 0 && n <= faithful.WholeFileBytes {
 					r.small[d.FilePath()] = true
 				}
 			}

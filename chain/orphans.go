@@ -142,7 +142,7 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 		return err
 	})
 	g.Go(func() error {
-		return listFiles(gctx, lister, loc, func(p string, size int64, mtime time.Time) {
+		return listFiles(gctx, lister, loc, filter.hiddenName, func(p string, size int64, mtime time.Time) {
 			if !mtime.Before(cutoff) {
 				return
 			}
@@ -483,14 +483,22 @@ func asLocation(p, loc string) string {
 // (s3, s3a, s3n, gs) it lists the keys under loc flat, a page of up to
 // 1,000 objects a request, where a directory walk makes one request per
 // folder (per partition); directory-marker objects (keys ending in "/")
-// are not files. Elsewhere it walks the directories. A hidden folder is
-// filtered by its files' relative paths (hiddenFilter.hiddenRel), so both
-// ways see the same files.
-func listFiles(ctx context.Context, lister iceio.ListableIO, loc string, fn func(path string, size int64, mtime time.Time)) error {
+// are not files. Elsewhere it walks the directories, skipping the folders
+// below loc that hiddenDir names hidden; the caller filters the files of
+// hidden folders by their relative paths (hiddenFilter.hiddenRel) either
+// way, so both see the same files.
+func listFiles(ctx context.Context, lister iceio.ListableIO, loc string, hiddenDir func(name string) bool, fn func(path string, size int64, mtime time.Time)) error {
 	if bfs, ok := blobIO(lister); ok {
-		if u, err := url.Parse(loc); err == nil && u.Host != "" && slices.Contains([]string{"s3", "s3a", "s3n", "gs"}, u.Scheme) {
-			base := u.Scheme + "://" + u.Host + "/"
-			prefix := strings.Trim(u.Path, "/") + "/"
+		// Split as iceberg-go's blob FileIO does: the key is the raw text
+		// after the bucket, never URL-unescaped.
+		scheme, rest, _ := strings.Cut(loc, "://")
+		bucket, key, _ := strings.Cut(rest, "/")
+		if bucket != "" && !strings.ContainsAny(bucket, "?#") && slices.Contains([]string{"s3", "s3a", "s3n", "gs"}, scheme) {
+			base := scheme + "://" + bucket + "/"
+			prefix := strings.TrimSuffix(key, "/") + "/"
+			if prefix == "/" { // a table at the bucket's root
+				prefix = ""
+			}
 			it := bfs.Bucket.List(&blob.ListOptions{Prefix: prefix})
 			for {
 				obj, err := it.Next(ctx)
@@ -515,6 +523,9 @@ func listFiles(ctx context.Context, lister iceio.ListableIO, loc string, fn func
 			return err
 		}
 		if d.IsDir() {
+			if strings.TrimSuffix(p, "/") != strings.TrimSuffix(loc, "/") && hiddenDir(d.Name()) {
+				return stdfs.SkipDir // nothing below a hidden folder is listed
+			}
 			return nil
 		}
 		info, err := d.Info()

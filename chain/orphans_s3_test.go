@@ -10,10 +10,8 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	iceio "github.com/apache/iceberg-go/io"
-	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/internal/seaweedtest"
 	"github.com/tms-dev/tms/testdata"
 )
@@ -27,16 +25,11 @@ func TestListFilesFlatOnS3(t *testing.T) {
 	t.Parallel()
 	s := seaweedtest.Start(t)
 	ctx := context.Background()
-	cat, err := catalogs.Open(ctx, "lake", s.Props())
-	require.NoError(t, err)
-	ident := seaweedtest.Ident("listing")
-	require.NoError(t, cat.CreateNamespace(ctx, table.Identifier{ident[0]}, nil))
 	sc := testdata.Schema()
 	cf, _ := sc.FindFieldByName("category")
 	spec := iceberg.NewPartitionSpec(iceberg.PartitionField{SourceIDs: []int{cf.ID}, FieldID: 1000, Name: "category", Transform: iceberg.IdentityTransform{}})
-	tbl, err := cat.CreateTable(ctx, ident, sc, catalog.WithPartitionSpec(&spec))
-	require.NoError(t, err)
-	tbl, err = testdata.FillSmallFiles(ctx, tbl, 12, 20)
+	_, tbl := seaweedtest.CreateTable(t, s.Catalog(t), "listing", sc, catalog.WithPartitionSpec(&spec))
+	tbl, err := testdata.FillSmallFiles(ctx, tbl, 12, 20)
 	require.NoError(t, err)
 	raw, err := tbl.FS(ctx)
 	require.NoError(t, err)
@@ -52,7 +45,7 @@ func TestListFilesFlatOnS3(t *testing.T) {
 		mtime time.Time
 	}
 	flat := map[string]entry{}
-	require.NoError(t, listFiles(ctx, wrapped, tbl.Location(), func(p string, size int64, mtime time.Time) {
+	require.NoError(t, listFiles(ctx, wrapped, tbl.Location(), func(string) bool { return false }, func(p string, size int64, mtime time.Time) {
 		flat[p] = entry{size, mtime.Truncate(time.Second)}
 	}))
 	walked := map[string]entry{}

@@ -9,7 +9,6 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/internal/seaweedtest"
 	"github.com/tms-dev/tms/testdata"
 )
@@ -24,15 +23,10 @@ import (
 func BenchmarkS3SmallFiles1000(b *testing.B) {
 	s := seaweedtest.Start(b)
 	ctx := context.Background()
-	cat, err := catalogs.Open(ctx, "lake", s.Props())
-	require.NoError(b, err)
-	ident := seaweedtest.Ident("small")
-	require.NoError(b, cat.CreateNamespace(ctx, table.Identifier{ident[0]}, nil))
-	sc := testdata.Schema()
-	tbl, err := cat.CreateTable(ctx, ident, sc)
-	require.NoError(b, err)
+	cat := s.Catalog(b)
+	ident, tbl := seaweedtest.CreateTable(b, cat, "small", testdata.Schema())
 	const files = 1000
-	tbl, err = testdata.FillSmallFiles(ctx, tbl, files, 60)
+	tbl, err := testdata.FillSmallFiles(ctx, tbl, files, 60)
 	require.NoError(b, err)
 	orig := tbl.CurrentSnapshot().SnapshotID
 	oursT, theirsT := chainVsSequential(b, cat, ident, orig, func(d *CompactionDetail) {
@@ -51,8 +45,7 @@ func BenchmarkS3SmallFiles1000(b *testing.B) {
 func BenchmarkS3Compaction200x10k(b *testing.B) {
 	s := seaweedtest.Start(b)
 	ctx := context.Background()
-	s3cat, err := catalogs.Open(ctx, "lake", s.Props())
-	require.NoError(b, err)
+	s3cat := s.Catalog(b)
 	s3ident := seaweedtest.Ident("c200")
 	fillBenchTable(b, s3cat, s3ident, 200, 10_000, 0)
 	localCat, localIdent := benchTable(b, "c200", 200, 10_000, 0)

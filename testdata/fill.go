@@ -121,3 +121,19 @@ func FillSmallFiles(ctx context.Context, tbl *table.Table, n, rows int) (*table.
 	}
 	return txn.Commit(ctx)
 }
+
+// AppendJSON appends rows, JSON objects in the Arrow form of tbl's schema
+// (e.g. `{"id": 1, "ts": "2024-01-01T00:00:00Z"}`), as one iceberg-go
+// append, and returns the table after the commit.
+func AppendJSON(ctx context.Context, tbl *table.Table, rows []string) (*table.Table, error) {
+	asc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
+	if err != nil {
+		return nil, err
+	}
+	at, err := array.TableFromJSON(memory.DefaultAllocator, asc, []string{"[" + strings.Join(rows, ",") + "]"})
+	if err != nil {
+		return nil, fmt.Errorf("testdata: rows: %w", err)
+	}
+	defer at.Release()
+	return tbl.AppendTable(ctx, at, int64(len(rows)), nil)
+}

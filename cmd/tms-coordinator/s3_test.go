@@ -10,14 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/checksum"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/internal/seaweedtest"
@@ -38,20 +35,14 @@ func TestServeOnS3RESTCatalog(t *testing.T) {
 	t.Parallel()
 	s := seaweedtest.Start(t)
 	ctx := t.Context()
-	cat, err := catalogs.Open(ctx, "lake", s.Props())
-	require.NoError(t, err)
-	ident := seaweedtest.Ident("clicks")
-	ns := ident[0]
-	require.NoError(t, cat.CreateNamespace(ctx, table.Identifier{ns}, nil))
+	cat := s.Catalog(t)
 	sc := testdata.Schema()
 	cf, _ := sc.FindFieldByName("category")
 	spec := iceberg.NewPartitionSpec(iceberg.PartitionField{SourceIDs: []int{cf.ID}, FieldID: 1000, Name: "category", Transform: iceberg.IdentityTransform{}})
-	_, err = cat.CreateTable(ctx, ident, sc, catalog.WithPartitionSpec(&spec), catalog.WithProperties(iceberg.Properties{"format-version": "2"}))
-	require.NoError(t, err)
+	ident, _ := seaweedtest.CreateTable(t, cat, "clicks", sc, catalog.WithPartitionSpec(&spec), catalog.WithProperties(iceberg.Properties{"format-version": "2"}))
+	ns := ident[0]
 	next := 0
 	appendSmall := func(n int) {
-		asc, err := table.SchemaToArrowSchema(sc, nil, true, false)
-		require.NoError(t, err)
 		for range n {
 			tbl, err := cat.LoadTable(ctx, ident)
 			require.NoError(t, err)
@@ -61,10 +52,7 @@ func TestServeOnS3RESTCatalog(t *testing.T) {
 				rows = append(rows, fmt.Sprintf(`{"id": %d, "category": "c%d", "amount": %d.25, "ts": "2024-03-01T00:00:%02dZ", "note": "n%d"}`, id, id%2, id, i, id))
 			}
 			next++
-			at, err := array.TableFromJSON(memory.DefaultAllocator, asc, []string{"[" + strings.Join(rows, ",") + "]"})
-			require.NoError(t, err)
-			_, err = tbl.AppendTable(ctx, at, int64(len(rows)), nil)
-			at.Release()
+			_, err = testdata.AppendJSON(ctx, tbl, rows)
 			require.NoError(t, err)
 		}
 	}
@@ -122,18 +110,20 @@ func TestServeOnS3RESTCatalog(t *testing.T) {
 	var logs []string
 	registeredIn := func() store.Table {
 		var row store.Table
+		var err error
 		eventually(t, time.Minute, "the S3 table registered", func() bool {
 			row, err = st.FindTable(ctx, "lake", ns, ident[1])
 			return err == nil
 		})
 		return row
 	}
-	// finished waits for the table's nth job and checks it compacted the
+	// compacted waits for the table's nth job and checks it compacted the
 	// table through the catalog with its rows unchanged.
 	compacted := func(row store.Table, nth int, before checksum.Result, files int) {
 		t.Helper()
 		var jobs []store.Job
 		eventually(t, 3*time.Minute, fmt.Sprintf("job %d of the S3 table to finish", nth), func() bool {
+			var err error
 			jobs, err = st.ListJobs(ctx, row.ID, 10)
 			require.NoError(t, err)
 			return len(jobs) == nth && !jobs[0].InFlight()

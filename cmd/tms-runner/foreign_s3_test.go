@@ -39,13 +39,7 @@ import (
 func TestForeignLayoutsOnS3(t *testing.T) {
 	t.Parallel()
 	s := seaweedtest.Start(t)
-	var public, secretEnv []string
-	for k, v := range s.PublicProps() {
-		public = append(public, "--catalog-prop", k+"="+v)
-	}
-	for k, v := range s.SecretProps() {
-		secretEnv = append(secretEnv, "TMS_CATALOG_PROP_"+k+"="+v)
-	}
+	public, secretEnv := s.CatalogArgs(), s.SecretEnv()
 	pdir := t.TempDir()
 	policies := map[string]string{
 		"compaction.json": `{"type": "compaction", "content": {"minDataFileMse": 0, "rewriteOptions": {"min-input-files": 1}}}`,
@@ -75,7 +69,7 @@ func TestForeignLayoutsOnS3(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := t.Context()
 			f, err := testdata.BuildForeignOn(ctx, name, testdata.ForeignTarget{
-				CatalogName:  "lake",
+				CatalogName:  seaweedtest.CatalogName,
 				CatalogProps: s.Props(),
 				Namespace:    seaweedtest.Ident("foreign")[0],
 				SetModTime: func(when time.Time, locations ...string) error {
@@ -105,7 +99,7 @@ func TestForeignLayoutsOnS3(t *testing.T) {
 			ledgerFile := filepath.Join(t.TempDir(), "replay.db")
 			var outputs []string
 			runner := func(args ...string) result {
-				args = append(append(args, "--table", tableName, "--catalog-name", f.CatalogName), public...)
+				args = append(append(args, "--table", tableName), public...)
 				require.NotContains(t, strings.Join(args, " "), s.SecretKey, "no secret on argv")
 				r := execRunner(t, secretEnv, args...)
 				outputs = append(outputs, r.stdout, r.stderr)

@@ -31,24 +31,14 @@ import (
 func BenchmarkS3RunnerPeakRSS(b *testing.B) {
 	s := seaweedtest.Start(b)
 	ctx := context.Background()
-	cat, err := catalogs.Open(ctx, "lake", s.Props())
-	require.NoError(b, err)
-	small := seaweedtest.Ident("small")
-	require.NoError(b, cat.CreateNamespace(ctx, table.Identifier{small[0]}, nil))
-	tbl, err := cat.CreateTable(ctx, small, testdata.Schema(), catalog.WithProperties(iceberg.Properties{"format-version": "2"}))
-	require.NoError(b, err)
-	_, err = testdata.FillSmallFiles(ctx, tbl, 1000, 60)
+	cat := s.Catalog(b)
+	small, tbl := seaweedtest.CreateTable(b, cat, "small", testdata.Schema(), catalog.WithProperties(iceberg.Properties{"format-version": "2"}))
+	_, err := testdata.FillSmallFiles(ctx, tbl, 1000, 60)
 	require.NoError(b, err)
 	big := seaweedtest.Ident("c200")
 	require.NoError(b, testdata.FillTable(ctx, cat, big, 200, 10_000, 0))
 
-	var args, env []string
-	for k, v := range s.PublicProps() {
-		args = append(args, "--catalog-prop", k+"="+v)
-	}
-	for k, v := range s.SecretProps() {
-		env = append(env, "TMS_CATALOG_PROP_"+k+"="+v)
-	}
+	args, env := s.CatalogArgs(), s.SecretEnv()
 	ledger := "sqlite://" + filepath.Join(b.TempDir(), "ledger.db")
 	type side struct {
 		ident    table.Identifier

@@ -42,19 +42,13 @@ func TestReplayOnS3RESTCatalog(t *testing.T) {
 	t.Parallel()
 	s := seaweedtest.Start(t)
 	ctx := t.Context()
-	cat, err := catalogs.Open(ctx, "lake", s.Props())
-	require.NoError(t, err)
-	ident := seaweedtest.Ident("events")
-	require.NoError(t, cat.CreateNamespace(ctx, table.Identifier{ident[0]}, nil))
+	cat := s.Catalog(t)
 	sc := testdata.Schema()
 	ts, _ := sc.FindFieldByName("ts")
 	spec := iceberg.NewPartitionSpec(iceberg.PartitionField{SourceIDs: []int{ts.ID}, FieldID: 1000, Name: "ts_day", Transform: iceberg.DayTransform{}})
-	tbl, err := cat.CreateTable(ctx, ident, sc, catalog.WithPartitionSpec(&spec), catalog.WithProperties(iceberg.Properties{
+	ident, tbl := seaweedtest.CreateTable(t, cat, "events", sc, catalog.WithPartitionSpec(&spec), catalog.WithProperties(iceberg.Properties{
 		"format-version": "2", table.WriteDeleteModeKey: table.WriteModeMergeOnRead,
 	}))
-	require.NoError(t, err)
-	asc, err := table.SchemaToArrowSchema(sc, nil, true, false)
-	require.NoError(t, err)
 	var live []string
 	for a := range 12 {
 		var rows []string
@@ -62,23 +56,17 @@ func TestReplayOnS3RESTCatalog(t *testing.T) {
 			id := a*30 + i
 			rows = append(rows, fmt.Sprintf(`{"id": %d, "category": "c%d", "amount": %d.5, "ts": "2024-01-0%dT0%d:00:00Z", "note": "n%d"}`, id, id%4, id, 1+id%3, id%10, id))
 		}
-		at, err := array.TableFromJSON(memory.DefaultAllocator, asc, []string{"[" + strings.Join(rows, ",") + "]"})
-		require.NoError(t, err)
-		tbl, err = tbl.AppendTable(ctx, at, int64(len(rows)), nil)
-		at.Release()
+		var err error
+		tbl, err = testdata.AppendJSON(ctx, tbl, rows)
 		require.NoError(t, err)
 		live = append(live, rows...)
 	}
-	tbl, err = tbl.Delete(ctx, iceberg.LessThan(iceberg.Reference("id"), int64(45)), nil)
+	tbl, err := tbl.Delete(ctx, iceberg.LessThan(iceberg.Reference("id"), int64(45)), nil)
 	require.NoError(t, err)
-	want := checksumOfJSON(t, sc, asc, live[45:])
+	want := checksumOfJSON(t, sc, live[45:])
 
 	name := catalogs.IdentString(ident)
-	var public []string
-	for k, v := range s.PublicProps() {
-		public = append(public, "--catalog-prop", k+"="+v)
-	}
-	env := []string{"TMS_CATALOG_PROP_s3.access-key-id=" + s.AccessKey, "TMS_CATALOG_PROP_s3.secret-access-key=" + s.SecretKey}
+	public, env := s.CatalogArgs(), s.SecretEnv()
 	var outputs []string
 	runner := func(args ...string) result {
 		args = append(args, public...)
@@ -187,8 +175,10 @@ func TestReplayOnS3RESTCatalog(t *testing.T) {
 }
 
 // checksumOfJSON is the checksum of rows given as JSON objects.
-func checksumOfJSON(t *testing.T, sc *iceberg.Schema, asc *arrowlib.Schema, rows []string) checksum.Result {
+func checksumOfJSON(t *testing.T, sc *iceberg.Schema, rows []string) checksum.Result {
 	t.Helper()
+	asc, err := table.SchemaToArrowSchema(sc, nil, true, false)
+	require.NoError(t, err)
 	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, asc, strings.NewReader("["+strings.Join(rows, ",")+"]"))
 	require.NoError(t, err)
 	defer rec.Release()
@@ -204,12 +194,7 @@ func checksumOfJSON(t *testing.T, sc *iceberg.Schema, asc *arrowlib.Schema, rows
 func TestReplayOnS3BadInput(t *testing.T) {
 	t.Parallel()
 	s := seaweedtest.Start(t)
-	cat, err := catalogs.Open(t.Context(), "lake", s.Props())
-	require.NoError(t, err)
-	ident := seaweedtest.Ident("events")
-	require.NoError(t, cat.CreateNamespace(t.Context(), table.Identifier{ident[0]}, nil))
-	_, err = cat.CreateTable(t.Context(), ident, testdata.Schema())
-	require.NoError(t, err)
+	ident, _ := seaweedtest.CreateTable(t, s.Catalog(t), "events", testdata.Schema())
 	name := catalogs.IdentString(ident)
 	ledgerFile := filepath.Join(t.TempDir(), "replay.db")
 	for _, tc := range []struct {
@@ -263,15 +248,9 @@ func TestReplayOnS3OAuth2(t *testing.T) {
 	t.Parallel()
 	s := seaweedtest.Start(t)
 	ctx := t.Context()
-	cat, err := catalogs.Open(ctx, "lake", s.Props())
-	require.NoError(t, err)
-	ident := seaweedtest.Ident("oauth")
-	require.NoError(t, cat.CreateNamespace(ctx, table.Identifier{ident[0]}, nil))
+	cat := s.Catalog(t)
 	sc := testdata.Schema()
-	tbl, err := cat.CreateTable(ctx, ident, sc, catalog.WithProperties(iceberg.Properties{"format-version": "2"}))
-	require.NoError(t, err)
-	asc, err := table.SchemaToArrowSchema(sc, nil, true, false)
-	require.NoError(t, err)
+	ident, tbl := seaweedtest.CreateTable(t, cat, "oauth", sc, catalog.WithProperties(iceberg.Properties{"format-version": "2"}))
 	var live []string
 	for a := range 6 {
 		var rows []string
@@ -279,14 +258,12 @@ func TestReplayOnS3OAuth2(t *testing.T) {
 			id := a*10 + i
 			rows = append(rows, fmt.Sprintf(`{"id": %d, "category": "c%d", "amount": %d.5, "ts": "2024-01-01T00:00:%02dZ", "note": "o%d"}`, id, id%3, id, i, id))
 		}
-		at, err := array.TableFromJSON(memory.DefaultAllocator, asc, []string{"[" + strings.Join(rows, ",") + "]"})
-		require.NoError(t, err)
-		tbl, err = tbl.AppendTable(ctx, at, int64(len(rows)), nil)
-		at.Release()
+		var err error
+		tbl, err = testdata.AppendJSON(ctx, tbl, rows)
 		require.NoError(t, err)
 		live = append(live, rows...)
 	}
-	want := checksumOfJSON(t, sc, asc, live)
+	want := checksumOfJSON(t, sc, live)
 
 	// A token issued by the catalog's own OAuth2 endpoint.
 	resp, err := http.PostForm(s.RESTURI+"/v1/oauth/tokens", url.Values{
@@ -306,7 +283,7 @@ func TestReplayOnS3OAuth2(t *testing.T) {
 		}
 		public = append(public, "--catalog-prop", k+"="+v)
 	}
-	s3keys := []string{"TMS_CATALOG_PROP_s3.access-key-id=" + s.AccessKey, "TMS_CATALOG_PROP_s3.secret-access-key=" + s.SecretKey}
+	s3keys := s.SecretEnv()
 	name := catalogs.IdentString(ident)
 	ledgerFile := filepath.Join(t.TempDir(), "replay.db")
 	policy := filepath.Join(t.TempDir(), "compaction.json")

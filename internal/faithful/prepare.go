@@ -173,11 +173,11 @@ func prepareTask(meta table.Metadata, fs iceio.IO, schema *iceberg.Schema, t tab
 // colName spells a column for messages: name (field id N).
 func colName(name string, id int) string { return fmt.Sprintf("%s (field id %d)", name, id) }
 
-// wholeFileBytes is the size up to which a file on object storage has its
+// WholeFileBytes is the size up to which a file on object storage has its
 // footer read by reading the whole file: one request, where opening it and
 // reading the footer by ranges costs three. Local files are always read by
 // ranges.
-const wholeFileBytes = 1 << 20
+const WholeFileBytes = 1 << 20
 
 // fileSchema reads the Parquet footer of path and returns the file's
 // columns as Iceberg fields, by the file's field ids or, for a file written
@@ -185,7 +185,7 @@ const wholeFileBytes = 1 << 20
 // iceberg-go's scan applies.
 func fileSchema(meta table.Metadata, fs iceio.IO, path string, size int64) (*iceberg.Schema, error) {
 	var src parquet.ReaderAtSeeker
-	if rf, ok := fs.(iceio.ReadFileIO); ok && size > 0 && size <= wholeFileBytes && !catalogs.IsLocal(path) {
+	if rf, ok := fs.(iceio.ReadFileIO); ok && size > 0 && size <= WholeFileBytes && !catalogs.IsLocal(path) {
 		b, err := rf.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("read data file %s: %w", path, err)

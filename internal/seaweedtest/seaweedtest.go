@@ -14,16 +14,19 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/tms-dev/tms/catalogs"
@@ -229,6 +232,56 @@ func (s *Server) SetModTime(t testing.TB, when time.Time, locations ...string) {
 	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 		t.Fatalf("seaweedtest: %s: %v\n%s (build it with `make weed`)", bin, err, out)
 	}
+}
+
+// CatalogName is the name tests give the server's REST catalog.
+const CatalogName = "lake"
+
+// Catalog opens the server's REST catalog with its keys.
+func (s *Server) Catalog(t testing.TB) catalog.Catalog {
+	t.Helper()
+	cat, err := catalogs.Open(context.Background(), CatalogName, s.Props())
+	if err != nil {
+		t.Fatalf("seaweedtest: open the REST catalog: %v", err)
+	}
+	return cat
+}
+
+// CreateTable creates a table called name with schema sc in a fresh
+// namespace of cat (see Ident) and returns its identifier and the table.
+func CreateTable(t testing.TB, cat catalog.Catalog, name string, sc *iceberg.Schema, opts ...catalog.CreateTableOpt) (table.Identifier, *table.Table) {
+	t.Helper()
+	ctx := context.Background()
+	ident := Ident(name)
+	if err := cat.CreateNamespace(ctx, table.Identifier{ident[0]}, nil); err != nil {
+		t.Fatalf("seaweedtest: create namespace %s: %v", ident[0], err)
+	}
+	tbl, err := cat.CreateTable(ctx, ident, sc, opts...)
+	if err != nil {
+		t.Fatalf("seaweedtest: create table %v: %v", ident, err)
+	}
+	return ident, tbl
+}
+
+// CatalogArgs are the runner's flags for the server's catalog without its
+// secrets: --catalog-name and a --catalog-prop for each of PublicProps, in
+// key order.
+func (s *Server) CatalogArgs() []string {
+	out := []string{"--catalog-name", CatalogName}
+	for _, k := range slices.Sorted(maps.Keys(s.PublicProps())) {
+		out = append(out, "--catalog-prop", k+"="+s.PublicProps()[k])
+	}
+	return out
+}
+
+// SecretEnv are the server's keys as TMS_CATALOG_PROP_* variables
+// (os.Environ() form), the way TMS's runners take credentials.
+func (s *Server) SecretEnv() []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(s.SecretProps())) {
+		out = append(out, "TMS_CATALOG_PROP_"+k+"="+s.SecretProps()[k])
+	}
+	return out
 }
 
 // Ident returns a fresh table identifier in a fresh namespace, so tests
