@@ -92,26 +92,35 @@ func TestReplayOnS3RESTCatalog(t *testing.T) {
 	epolicy := filepath.Join(pdir, "expiry.json")
 	require.NoError(t, os.WriteFile(epolicy, []byte(`{"type": "snapshot-expiry", "content": {"older-than": "0s", "retain-last": 1}}`), 0o600))
 	ledgerFile := filepath.Join(t.TempDir(), "replay.db")
-	r := runner("replay", "--table", name, "--types", "compaction,manifest-rewrite,snapshot-expiry",
-		"--policy", policy, "--policy", mpolicy, "--policy", epolicy, "--ledger", "sqlite://"+ledgerFile, "--json")
-	require.Equal(t, cli.ExitOK, r.code, r.stderr)
+	// One type per replay, in the chain's order, so that the table is
+	// loaded through the catalog and its rows checked after every type.
 	var got replayJSON
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), r.stdout)
-	for _, ty := range got.Types {
+	var after *table.Table
+	for _, step := range []struct{ typ, policy string }{
+		{"compaction", policy}, {"manifest-rewrite", mpolicy}, {"snapshot-expiry", epolicy},
+	} {
+		r := runner("replay", "--table", name, "--types", step.typ, "--policy", step.policy, "--ledger", "sqlite://"+ledgerFile, "--json")
+		require.Equal(t, cli.ExitOK, r.code, r.stderr)
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), r.stdout)
+		ty := got.Types[0]
 		require.Equal(t, "done", ty.Outcome, "%s: %s", ty.Type, ty.Reason)
+		switch step.typ {
+		case "compaction":
+			require.EqualValues(t, 33, ty.MetricsBefore["data-file-number"], "12 appends × 3 days, less the first append's 3 files the delete dropped whole")
+			require.Positive(t, ty.MetricsBefore["delete-file-number"], "the second append's files have position deletes")
+			require.EqualValues(t, 3, ty.MetricsAfter["data-file-number"], "one file per day")
+			require.EqualValues(t, 0, ty.MetricsAfter["delete-file-number"])
+		case "snapshot-expiry":
+			require.EqualValues(t, 1, ty.MetricsAfter["snapshot-number"])
+		}
+		after, err = cat.LoadTable(ctx, ident)
+		require.NoError(t, err, "the table loads through the catalog after %s", step.typ)
+		require.Equal(t, ty.AfterSnapshotID, after.CurrentSnapshot().SnapshotID, "%s", step.typ)
+		res, err := checksum.Table(ctx, after, 0)
+		require.NoError(t, err)
+		require.Equal(t, want, res, "rows after %s", step.typ)
+		require.Equal(t, want, sum(), "the binary's checksum after %s", step.typ)
 	}
-	require.EqualValues(t, 33, got.Types[0].MetricsBefore["data-file-number"], "12 appends × 3 days, less the first append's 3 files the delete dropped whole")
-	require.Positive(t, got.Types[0].MetricsBefore["delete-file-number"], "the second append's files have position deletes")
-	require.EqualValues(t, 3, got.Types[0].MetricsAfter["data-file-number"], "one file per day")
-	require.EqualValues(t, 0, got.Types[0].MetricsAfter["delete-file-number"])
-	require.EqualValues(t, 1, got.Types[2].MetricsAfter["snapshot-number"])
-
-	after, err := cat.LoadTable(ctx, ident)
-	require.NoError(t, err, "the table loads through the catalog after the chain")
-	res, err := checksum.Table(ctx, after, 0)
-	require.NoError(t, err)
-	require.Equal(t, want, res)
-	require.Equal(t, want, sum())
 
 	// Orphan cleanup lists the table's objects on S3: a fresh orphan (S3
 	// cannot backdate it) is kept, and so is everything referenced.
@@ -119,7 +128,7 @@ func TestReplayOnS3RESTCatalog(t *testing.T) {
 	require.NoError(t, err)
 	orphan := after.Location() + "/data/ts_day=2024-01-01/00000-0-fresh-orphan.parquet"
 	require.NoError(t, fsys.(iceio.WriteFileIO).WriteFile(orphan, []byte("PAR1 not really PAR1")))
-	r = runner("replay", "--table", name, "--types", "orphan-cleanup", "--ledger", "sqlite://"+ledgerFile, "--json")
+	r := runner("replay", "--table", name, "--types", "orphan-cleanup", "--ledger", "sqlite://"+ledgerFile, "--json")
 	require.Equal(t, cli.ExitOK, r.code, r.stderr)
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got), r.stdout)
 	require.Equal(t, "skipped", got.Types[0].Outcome, got.Types[0].Reason)
@@ -163,7 +172,7 @@ func TestReplayOnS3RESTCatalog(t *testing.T) {
 	}
 	after, err = cat.LoadTable(ctx, ident)
 	require.NoError(t, err)
-	res, err = checksum.Table(ctx, after, 0)
+	res, err := checksum.Table(ctx, after, 0)
 	require.NoError(t, err)
 	require.Equal(t, want, res)
 
@@ -200,12 +209,13 @@ func TestReplayOnS3BadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		change func(p iceberg.Properties)
+		code   int
 		want   string
 	}{
-		{"bad secret", func(p iceberg.Properties) { p["s3.secret-access-key"] = "wrong" }, "signature"},
-		{"wrong endpoint", func(p iceberg.Properties) { p["uri"] = "http://127.0.0.1:1" }, "connection refused"},
-		{"missing warehouse bucket", func(p iceberg.Properties) { p["warehouse"] = "s3://no-such-bucket/" }, "does not exist"},
-		{"key without secret", func(p iceberg.Properties) { delete(p, "s3.secret-access-key") }, "s3.access-key-id and s3.secret-access-key must be given together"},
+		{"bad secret", func(p iceberg.Properties) { p["s3.secret-access-key"] = "wrong" }, cli.ExitFailure, "signature"},
+		{"wrong endpoint", func(p iceberg.Properties) { p["uri"] = "http://127.0.0.1:1" }, cli.ExitFailure, "connection refused"},
+		{"missing warehouse bucket", func(p iceberg.Properties) { p["warehouse"] = "s3://no-such-bucket/" }, cli.ExitFailure, "does not exist"},
+		{"key without secret", func(p iceberg.Properties) { delete(p, "s3.secret-access-key") }, cli.ExitUsage, "s3.access-key-id and s3.secret-access-key must be given together"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			props := s.Props()
@@ -221,7 +231,7 @@ func TestReplayOnS3BadInput(t *testing.T) {
 			}
 			r := execRunner(t, env, append([]string{"replay", "--catalog-name", "lake", "--table", name, "--types", "compaction",
 				"--ledger", "sqlite://" + ledgerFile}, args...)...)
-			require.NotEqual(t, cli.ExitOK, r.code)
+			require.Equal(t, tc.code, r.code, r.stderr)
 			require.Contains(t, r.stderr, `catalog "lake"`)
 			require.Contains(t, r.stderr, tc.want)
 			require.NotContains(t, r.stderr+r.stdout, s.SecretKey)
@@ -241,9 +251,11 @@ func TestReplayOnS3BadInput(t *testing.T) {
 
 // The REST catalog through OAuth2 instead of SigV4, as SeaweedFS's catalog
 // offers it (POST /v1/oauth/tokens, client_credentials with the access key
-// as client id): `credential` (id:secret) and a pre-issued `token`, each
-// given only as a TMS_CATALOG_PROP_* variable, let the real binary read the
-// table and compact it; a wrong credential fails naming the catalog.
+// as client id): `credential` (id:secret) given only as a
+// TMS_CATALOG_PROP_* variable lets the real binary read the table and
+// compact it, and a pre-issued `token` given only in a
+// --catalog-props-file lets it read the table; a wrong credential fails
+// naming the catalog.
 func TestReplayOnS3OAuth2(t *testing.T) {
 	t.Parallel()
 	s := seaweedtest.Start(t)
@@ -290,8 +302,20 @@ func TestReplayOnS3OAuth2(t *testing.T) {
 	require.NoError(t, os.WriteFile(policy, []byte(`{"type": "compaction", "content": {"minDataFileMse": 0}}`), 0o600))
 	for i, auth := range []string{"credential=" + s.AccessKey + ":" + s.SecretKey, "token=" + tok.AccessToken} {
 		t.Run(strings.SplitN(auth, "=", 2)[0], func(t *testing.T) {
+			// The credential through TMS_CATALOG_PROP_* variables, the
+			// token through a --catalog-props-file.
 			env := append([]string{"TMS_CATALOG_PROP_" + auth}, s3keys...)
-			r := execRunner(t, env, append([]string{"checksum", "--table", name, "--json"}, public...)...)
+			args := public
+			if i == 1 {
+				file := filepath.Join(t.TempDir(), "lake.properties")
+				lines := []string{auth}
+				for k, v := range s.SecretProps() {
+					lines = append(lines, k+"="+v)
+				}
+				require.NoError(t, os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+				env, args = nil, append(slices.Clone(public), "--catalog-props-file", file)
+			}
+			r := execRunner(t, env, append([]string{"checksum", "--table", name, "--json"}, args...)...)
 			require.Equal(t, cli.ExitOK, r.code, r.stderr)
 			var res checksum.Result
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
