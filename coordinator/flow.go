@@ -43,6 +43,8 @@ const (
 	submitTimeout = time.Minute
 	// DefaultReconcileInterval is how often the reconciler sweeps.
 	DefaultReconcileInterval = time.Minute
+	// DefaultBusyRecheck is FlowConfig.BusyRecheck's default.
+	DefaultBusyRecheck = 5 * time.Minute
 	// DefaultSyncInterval is how often the coordinator brings policy-expand
 	// rows in step with the policies and registers new tables under the
 	// attachments.
@@ -79,6 +81,10 @@ type FlowConfig struct {
 	// CommitDelay is how long a commit-job waits for more commits.
 	// Defaults to DefaultCommitDelay; negative means none.
 	CommitDelay time.Duration
+	// BusyRecheck is how long a job deferred because its table had a job
+	// in flight waits at most: it runs as soon as that job's row finishes,
+	// and this is the fallback. Defaults to DefaultBusyRecheck.
+	BusyRecheck time.Duration
 	// Log receives the flow's logs. Defaults to a no-op logger.
 	Log *zap.Logger
 }
@@ -120,6 +126,10 @@ func NewFlow(st store.Store, sub Submitter, cfg FlowConfig) (*Flow, error) {
 		return nil, fmt.Errorf("%w: expand.enqueueBatchSize must be positive, got %d", store.ErrInvalidArgument, cfg.EnqueueBatchSize)
 	}
 	cfg.CommitDelay = cmp.Or(cfg.CommitDelay, DefaultCommitDelay)
+	cfg.BusyRecheck = cmp.Or(cfg.BusyRecheck, DefaultBusyRecheck)
+	if cfg.BusyRecheck < 0 {
+		return nil, fmt.Errorf("%w: flow: the busy recheck must not be negative, got %s", store.ErrInvalidArgument, cfg.BusyRecheck)
+	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
@@ -228,15 +238,18 @@ func (f *Flow) cronJob(ctx context.Context, x *Execution) error {
 	if err != nil {
 		return err
 	}
-	run, reason, err := f.gate(ctx, tbl.ID, []gated{{p, c}}, x.Now())
+	v, err := f.gate(ctx, tbl.ID, []gated{{p, c}}, x.Now())
 	if err != nil {
 		return err
 	}
-	if reason != "" {
-		f.skip(KindCronJob, reason, zap.Int64("table", tableID), zap.Int64("policy", policyID))
-		return x.Complete(ctx, nil)
+	fields := []zap.Field{zap.Int64("table", tableID), zap.Int64("policy", policyID)}
+	switch {
+	case v.busy:
+		return f.deferBusy(ctx, x, KindCronJob, tbl.ID, fields...)
+	case len(v.run) == 0:
+		return f.deferUntil(ctx, x, KindCronJob, "cooldown", v.until, nil, fields...)
 	}
-	return f.start(ctx, x, KindCronJob, tbl, run, store.TriggerCron)
+	return f.start(ctx, x, KindCronJob, tbl, v.run, store.TriggerCron)
 }
 
 // gated is one maintenance type to run: its policy and parsed content.
@@ -245,35 +258,89 @@ type gated struct {
 	c PolicyContent
 }
 
-// gate returns the types that may run on the table now, or why none may: a
-// job in flight on the table ("in flight"), or every type inside its
-// cooldown ("cooldown"). Types inside their cooldown sit this run out.
-func (f *Flow) gate(ctx context.Context, tableID int64, types []gated, now time.Time) (run []gated, reason string, err error) {
-	open, err := f.st.TableInFlightJobs(ctx, tableID)
-	if err != nil {
-		return nil, "", err
-	}
-	if len(open) > 0 {
-		return nil, "in flight", nil
-	}
-	for _, g := range types {
-		cool, err := f.cooling(ctx, tableID, g, now)
-		if err != nil {
-			return nil, "", err
-		}
-		if !cool {
-			run = append(run, g)
-		}
-	}
-	if len(run) == 0 {
-		return nil, "cooldown", nil
-	}
-	return run, "", nil
+// verdict is what gate decided for one table.
+type verdict struct {
+	// busy: a job is in flight on the table, so nothing runs now.
+	busy bool
+	// run are the types that may run now; cooling the ones inside their
+	// cooldown, which ends for the first of them at until.
+	run, cooling []gated
+	until        time.Time
 }
 
-// cooling reports whether the (table, policy) finished a job less than its
-// minimum interval ago.
-func (f *Flow) cooling(ctx context.Context, tableID int64, g gated, now time.Time) (bool, error) {
+// gate says which of types may run on the table now: none while a job is
+// in flight on it (busy), and of the others those outside their cooldown.
+// The check is a fast path: the partial unique index over in-flight rows
+// decides (start turns losing that race into a deferral too).
+func (f *Flow) gate(ctx context.Context, tableID int64, types []gated, now time.Time) (verdict, error) {
+	open, err := f.st.TableInFlightJobs(ctx, tableID)
+	if err != nil {
+		return verdict{}, err
+	}
+	if len(open) > 0 {
+		return verdict{busy: true}, nil
+	}
+	var v verdict
+	for _, g := range types {
+		end, err := f.coolingUntil(ctx, tableID, g, now)
+		if err != nil {
+			return verdict{}, err
+		}
+		if end.IsZero() {
+			v.run = append(v.run, g)
+			continue
+		}
+		v.cooling = append(v.cooling, g)
+		if v.until.IsZero() || end.Before(v.until) {
+			v.until = end
+		}
+	}
+	return v, nil
+}
+
+// deferBusy puts the claimed cron-job or commit-job back because its table
+// has a job in flight: due when that job's row finishes (FinishJob wakes
+// rows waiting for the table), and at the latest after BusyRecheck. Its
+// data (a commit-job's owed types) is kept. A job row that finished between
+// the gate and this reschedule woke nobody, so the table is looked at once
+// more afterwards and the row made due at once if it is free.
+func (f *Flow) deferBusy(ctx context.Context, x *Execution, kind string, tableID int64, fields ...zap.Field) error {
+	x.data = x.Task.Data
+	x.WaitFor(store.TableWaitKey(tableID))
+	if err := f.deferUntil(ctx, x, kind, "in flight", x.Now().Add(f.cfg.BusyRecheck), nil, fields...); err != nil {
+		return err
+	}
+	open, err := f.st.TableInFlightJobs(ctx, tableID)
+	if err != nil || len(open) > 0 {
+		return nil // the finish of the job in flight wakes it
+	}
+	if err := x.e.Reschedule(ctx, x.Task.TaskKey, x.Now(), nil); err != nil && !errors.Is(err, store.ErrNotFound) {
+		f.cfg.Log.Warn("deferred job: the table is free again but its row could not be made due; it runs at its fallback time",
+			append(fields, zap.String("kind", kind), zap.Error(err))...)
+	}
+	return nil
+}
+
+// deferUntil puts the claimed row back due at at (with data, nil keeping
+// the row's) instead of deleting it: a job that cannot run now is deferred,
+// never dropped. A later trigger of the same row coalesces into it.
+func (f *Flow) deferUntil(ctx context.Context, x *Execution, kind, reason string, at time.Time, data []byte, fields ...zap.Field) error {
+	f.mu.Lock()
+	f.skipped[kind+"/"+reason]++
+	f.mu.Unlock()
+	x.NextAt(at)
+	if data != nil {
+		x.NextData(data)
+	}
+	f.cfg.Log.Info("deferred", append([]zap.Field{zap.String("kind", kind), zap.String("reason", reason),
+		zap.Time("due", at)}, fields...)...)
+	return x.Complete(ctx, nil)
+}
+
+// coolingUntil returns when the (table, policy)'s cooldown ends, zero if
+// it is not inside one: its last job finished less than its minimum
+// interval ago.
+func (f *Flow) coolingUntil(ctx context.Context, tableID int64, g gated, now time.Time) (time.Time, error) {
 	d := DefaultMinInterval(g.c.Type)
 	if v, ok := f.cfg.MinInterval[g.c.Type]; ok {
 		d = v
@@ -282,18 +349,20 @@ func (f *Flow) cooling(ctx context.Context, tableID int64, g gated, now time.Tim
 		d = *g.c.MinInterval
 	}
 	if d <= 0 {
-		return false, nil
+		return time.Time{}, nil
 	}
 	last, err := f.st.LastFinished(ctx, tableID, g.p.ID)
-	if err != nil {
-		return false, err
+	if err != nil || last.IsZero() || now.Sub(last) >= d {
+		return time.Time{}, err
 	}
-	return !last.IsZero() && now.Sub(last) < d, nil
+	return last.Add(d), nil
 }
 
 // start inserts the ledger row and completes the claim in one transaction,
-// then submits the job and records its external id. A submit that fails
-// closes the row failed: the task is gone, the next trigger tries again.
+// then submits the job and records its external id. A table that got a job
+// in flight since the gate (another node won the race the partial unique
+// index decides) defers the row instead. A submit that fails closes the
+// row failed: the task is gone, the next trigger tries again.
 func (f *Flow) start(ctx context.Context, x *Execution, kind string, tbl store.Table, types []gated, trig store.Trigger) error {
 	cat, ok := f.catalogs[tbl.Catalog]
 	if !ok {
@@ -320,9 +389,13 @@ func (f *Flow) start(ctx context.Context, x *Execution, kind string, tbl store.T
 	}
 	var job store.Job
 	err = x.Complete(ctx, func(ctx context.Context, tx store.TxWriter) error {
-		job, err = tx.CreateJob(ctx, store.NewJob{TableID: tbl.ID, PolicyID: types[0].p.ID, Types: names, Trigger: trig, Spec: rawSpec})
+		job, err = tx.CreateJob(ctx, store.NewJob{TableID: tbl.ID, PolicyID: types[0].p.ID, Types: names, Trigger: trig,
+			Spec: rawSpec, Node: x.Node()})
 		return err
 	})
+	if errors.Is(err, store.ErrInFlight) {
+		return f.deferBusy(ctx, x, kind, tbl.ID, zap.Int64("table", tbl.ID), zap.Int64("policy", types[0].p.ID))
+	}
 	if err != nil {
 		return err
 	}
@@ -399,10 +472,14 @@ func (f *Flow) commitJob(ctx context.Context, x *Execution) error {
 	if err != nil {
 		return err
 	}
+	owed, err := owedTypes(x.Task.Data)
+	if err != nil {
+		f.cfg.Log.Warn("commit-job: unreadable task data; running every onCommit type", zap.Int64("table", tableID), zap.Error(err))
+	}
 	var types []gated
 	for _, e := range eff {
 		t, ok := MaintenanceTypeOf(e.Policy.Type)
-		if !ok || !e.Policy.Enabled {
+		if !ok || !e.Policy.Enabled || (owed != nil && !slices.Contains(owed, t)) {
 			continue
 		}
 		c, err := ParsePolicyContent(t, e.Policy.Content)
@@ -416,15 +493,52 @@ func (f *Flow) commitJob(ctx context.Context, x *Execution) error {
 		return x.Complete(ctx, nil)
 	}
 	slices.SortFunc(types, func(a, b gated) int { return chain.Rank(a.c.Type) - chain.Rank(b.c.Type) })
-	run, reason, err := f.gate(ctx, tableID, types, x.Now())
+	v, err := f.gate(ctx, tableID, types, x.Now())
 	if err != nil {
 		return err
 	}
-	if reason != "" {
-		f.skip(KindCommitJob, reason, zap.Int64("table", tableID))
-		return x.Complete(ctx, nil)
+	field := zap.Int64("table", tableID)
+	switch {
+	case v.busy:
+		return f.deferBusy(ctx, x, KindCommitJob, tableID, field)
+	case len(v.run) == 0:
+		return f.deferUntil(ctx, x, KindCommitJob, "cooldown", v.until, owedData(v.cooling), field)
+	case len(v.cooling) > 0:
+		// The types inside their cooldown are owed this commit too: the
+		// row stays, due when the first cooldown ends, for those only.
+		x.NextAt(v.until)
+		x.NextData(owedData(v.cooling))
 	}
-	return f.start(ctx, x, KindCommitJob, tbl, run, store.TriggerCommit)
+	return f.start(ctx, x, KindCommitJob, tbl, v.run, store.TriggerCommit)
+}
+
+// commitOwed is a commit-job's task data: the maintenance types a commit
+// still owes after some of them ran (the others were inside their
+// cooldown). No data means every onCommit type; a new commit resets the
+// row to that.
+type commitOwed struct {
+	Types []chain.Type `json:"types"`
+}
+
+func owedData(gs []gated) []byte {
+	var o commitOwed
+	for _, g := range gs {
+		o.Types = append(o.Types, g.c.Type)
+	}
+	b, _ := json.Marshal(o) // a struct of strings always marshals
+	return b
+}
+
+// owedTypes reads a commit-job's task data; nil means every type.
+func owedTypes(data []byte) ([]chain.Type, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	var o commitOwed
+	if err := json.Unmarshal(data, &o); err != nil {
+		return nil, err
+	}
+	return o.Types, nil
 }
 
 // ---- sync: policies → policy-expand rows, attachments → tables ----

@@ -259,6 +259,7 @@ type Execution struct {
 	cancel context.CancelFunc
 	next   time.Time // overrides the recurring kind's next instant
 	data   []byte    // replaces task_data when the row is rescheduled
+	wait   string    // what the rescheduled row waits for (store.Completion.WaitFor)
 
 	queued      atomic.Bool // its success waits for the pool's statement
 	completing  atomic.Bool // Complete was called
@@ -281,6 +282,11 @@ func (x *Execution) NextAt(at time.Time) { x.next = at }
 // (a recurring kind, or NextAt), e.g. a cursor for the next pick. Nil
 // keeps the data.
 func (x *Execution) NextData(data []byte) { x.data = data }
+
+// WaitFor makes the reschedule that NextAt asked for wait for key as well
+// (store.Completion.WaitFor): the event key names, such as the table's job
+// row finishing, makes the row due before at.
+func (x *Execution) WaitFor(key string) { x.wait = key }
 
 // Complete applies the success completion (delete a one-shot row, move a
 // recurring one to its next instant) and fn's writes in one transaction,
@@ -335,7 +341,7 @@ func (x *Execution) success() store.Completion {
 	now := x.Now()
 	switch {
 	case !x.next.IsZero():
-		return store.Completion{Action: store.CompleteReschedule, Next: x.next, Data: x.data, Now: now}
+		return store.Completion{Action: store.CompleteReschedule, Next: x.next, Data: x.data, WaitFor: x.wait, Now: now}
 	case x.kind.Schedule != nil:
 		return store.Completion{Action: store.CompleteReschedule, Next: x.kind.Schedule.Next(now), Data: x.data, Now: now}
 	}

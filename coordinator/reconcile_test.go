@@ -86,13 +86,13 @@ func TestReconcileDeadlines(t *testing.T) {
 
 			spec := map[string]any{"catalog": map[string]any{"warehouse-dir": "/nowhere"}, "table": "tms.t", "steps": []any{map[string]any{"type": "compaction"}}}
 			unsubmitted := l.job(t, "tms.t", "u1", 1, []string{"compaction"}, spec)
-			vanished := l.job(t, "tms.t", "u1", 2, []string{"compaction"}, spec)
+			vanished := l.job(t, "tms.t", "u2", 2, []string{"compaction"}, spec) // one in flight per table: another incarnation
 			require.NoError(t, l.st.SetJobID(ctx, vanished.ID, vanished.Fence, "local-elsewhere-1"))
 			require.NoError(t, l.st.StartJob(ctx, vanished.ID, vanished.Fence, time.Time{}))
 			// Three finished rows of policy 3 on the table.
 			var finished []store.Job
 			for range 3 {
-				f := l.job(t, "tms.t", "u1", 3, []string{"compaction"}, spec)
+				f := l.job(t, "tms.t", "u3", 3, []string{"compaction"}, spec)
 				require.NoError(t, l.st.FinishJob(ctx, f.ID, f.Fence, store.Finish{Status: store.StatusSucceeded}))
 				finished = append(finished, f)
 			}

@@ -277,9 +277,11 @@ func hangingCatalog(t *testing.T) (uri string, accepted <-chan struct{}) {
 }
 
 // hangingJob opens a row whose runner will block on the hanging catalog.
+// Each policy's row is its own incarnation of the table (a uuid of its
+// own), since a table has one job in flight at a time.
 func hangingJob(t *testing.T, l localLedger, uri string, policy int64) store.Job {
 	t.Helper()
-	return l.job(t, localTableName, "uuid-of-a-remote-table", policy, []string{"compaction"}, map[string]any{
+	return l.job(t, localTableName, fmt.Sprintf("uuid-of-a-remote-table-%d", policy), policy, []string{"compaction"}, map[string]any{
 		"catalog": map[string]any{"name": "prod", "properties": map[string]any{"type": "rest", "uri": uri}},
 		"table":   localTableName,
 		"steps":   []any{map[string]any{"type": "compaction"}},

@@ -150,7 +150,6 @@ exec %[2]s "$@"
 // to a trace file), and all three rows end succeeded.
 func TestLocalSubmitConcurrencyLimit(t *testing.T) {
 	t.Parallel()
-	dir, uuid, _ := localTable(t)
 	l := newLocalLedger(t, store.BackendSQLite)
 	trace := filepath.Join(t.TempDir(), "trace")
 	wrapper := writeScript(t, fmt.Sprintf(`echo start >> %[1]s
@@ -164,6 +163,7 @@ exit $code
 	var jobs []store.Job
 	var ids []string
 	for policy := int64(1); policy <= 3; policy++ {
+		dir, uuid, _ := localTable(t) // a table each: one job in flight per table
 		j := l.job(t, localTableName, uuid, policy, []string{"compaction"},
 			map[string]any{"catalog": map[string]any{"warehouse-dir": dir}, "table": localTableName, "steps": []any{map[string]any{"type": "compaction"}}})
 		id, err := s.Submit(t.Context(), request(l, j))
@@ -222,7 +222,7 @@ func TestLocalSubmitExitCodes(t *testing.T) {
 	fencedID, err := s.Submit(t.Context(), request(l, fenced)) // carries the old fence
 	require.NoError(t, err)
 
-	failing := l.job(t, localTableName, "some-uuid", 2, localChain, warehouseSpec(missing))
+	failing := l.job(t, localTableName, "some-other-uuid", 2, localChain, warehouseSpec(missing)) // another incarnation: one job in flight per table
 	failingID, err := s.Submit(t.Context(), request(l, failing))
 	require.NoError(t, err)
 

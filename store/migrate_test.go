@@ -170,6 +170,42 @@ func testMigrate(t *testing.T, h harness) {
 		require.NoError(t, s.Close())
 	})
 
+	// A database at version 6 may hold several in-flight rows of one table;
+	// 0007 keeps the oldest of each table in flight and closes the others
+	// lost with their fence bumped, then enforces one per table.
+	t.Run("Upgrade7ClosesOverlappingInFlightRows", func(t *testing.T) {
+		t.Parallel()
+		ctx, dbURL := t.Context(), h.newURL(t)
+		ms, err := migrations.All(h.name)
+		require.NoError(t, err)
+		for _, m := range ms[:6] {
+			h.exec(t, dbURL, m.SQL)
+			h.exec(t, dbURL, fmt.Sprintf(`INSERT INTO tms_schema_migration (version, name) VALUES (%d, '%s')`, m.Version, m.Name))
+		}
+		h.exec(t, dbURL, `INSERT INTO maintained_table (id, catalog, namespace, name, table_uuid) VALUES (1, 'c', 'ns', 'a', 'u1'), (2, 'c', 'ns', 'b', 'u2')`)
+		h.exec(t, dbURL, `INSERT INTO table_maintenance_job (table_id, policy_id, types, "trigger", status, fence) VALUES
+			(1, 1, 'compaction', 'cron', 'running', 1),
+			(1, 2, 'snapshot-expiry', 'cron', 'pending', 3),
+			(1, 3, 'orphan-cleanup', 'cron', 'running', 1),
+			(2, 1, 'compaction', 'commit', 'running', 1)`)
+		applied, err := store.Migrate(ctx, dbURL, zaptest.NewLogger(t))
+		require.NoError(t, err)
+		require.Equal(t, []int{7}, applied)
+		require.Equal(t, []int64{1, 4}, h.ints(t, dbURL, `SELECT id FROM table_maintenance_job WHERE finished_at IS NULL ORDER BY id`))
+		require.Equal(t, []int64{2, 3}, h.ints(t, dbURL, `SELECT id FROM table_maintenance_job WHERE status = 'lost' AND error LIKE 'migration 0007:%' ORDER BY id`))
+		require.Equal(t, []int64{1, 4, 2, 1}, h.ints(t, dbURL, `SELECT fence FROM table_maintenance_job ORDER BY id`))
+
+		s, err := store.Open(ctx, dbURL, nil)
+		require.NoError(t, err)
+		defer s.Close()
+		_, err = s.CreateJob(ctx, store.NewJob{TableID: 2, PolicyID: 2, Types: []string{"snapshot-expiry"}, Trigger: store.TriggerCron})
+		require.ErrorIs(t, err, store.ErrInFlight)
+		j, err := s.GetJob(ctx, 3)
+		require.NoError(t, err)
+		require.False(t, j.InFlight())
+		require.ErrorIs(t, s.FinishJob(ctx, 3, 1, store.Finish{Status: store.StatusSucceeded}), store.ErrStaleFence, "its runner is fenced out")
+	})
+
 	t.Run("ConcurrentMigratorsApplyEachMigrationOnce", func(t *testing.T) {
 		t.Parallel()
 		ctx, dbURL := t.Context(), h.newURL(t)

@@ -21,8 +21,8 @@ import (
 const pgConnectTimeout = 10 * time.Second
 
 // pgInFlightIndex is the partial unique index that allows one in-flight job
-// row per (table_id, policy_id); a violation of it is ErrInFlight.
-const pgInFlightIndex = "table_maintenance_job_inflight_uq"
+// row per table; a violation of it is ErrInFlight.
+const pgInFlightIndex = "table_maintenance_job_table_inflight_uq"
 
 // postgresStore is the PostgreSQL backend. The URL's query parameters reach
 // pgx unchanged, so search_path, pool_max_conns, sslmode … all work.
@@ -128,7 +128,8 @@ func (s *postgresStore) GetTable(ctx context.Context, id int64) (Table, error) {
 }
 
 const pgJobCols = `id, coalesce(job_id, ''), table_id, policy_id, types, "trigger", status, fence,
-	before_snapshot_id, after_snapshot_id, coalesce(error, ''), spec, outcomes, created_at, started_at, finished_at`
+	before_snapshot_id, after_snapshot_id, coalesce(error, ''), spec, outcomes, created_at, started_at, finished_at,
+	coalesce(node, '')`
 
 func scanPgJob(row pgx.Row) (Job, error) {
 	var (
@@ -138,7 +139,7 @@ func scanPgJob(row pgx.Row) (Job, error) {
 		started, finishedAt *time.Time
 	)
 	err := row.Scan(&j.ID, &j.JobID, &j.TableID, &j.PolicyID, &types, &j.Trigger, &j.Status, &j.Fence,
-		&j.BeforeSnapshotID, &j.AfterSnapshotID, &j.Error, &spec, &outcomes, &j.CreatedAt, &started, &finishedAt)
+		&j.BeforeSnapshotID, &j.AfterSnapshotID, &j.Error, &spec, &outcomes, &j.CreatedAt, &started, &finishedAt, &j.Node)
 	if err != nil {
 		return Job{}, err
 	}
@@ -167,10 +168,10 @@ func (s *postgresStore) CreateJob(ctx context.Context, nj NewJob) (Job, error) {
 		return Job{}, err
 	}
 	j, err := scanPgJob(s.pool.QueryRow(ctx, `
-		INSERT INTO table_maintenance_job (job_id, table_id, policy_id, types, "trigger", status, fence, spec, created_at)
-		VALUES (nullif($1, ''), $2, $3, $4, $5, $6, 1, $7::jsonb, $8)
+		INSERT INTO table_maintenance_job (job_id, table_id, policy_id, types, "trigger", status, fence, spec, created_at, node)
+		VALUES (nullif($1, ''), $2, $3, $4, $5, $6, 1, $7::jsonb, $8, nullif($9, ''))
 		RETURNING `+pgJobCols,
-		nj.JobID, nj.TableID, nj.PolicyID, types, string(nj.Trigger), string(StatusPending), nullJSON(nj.Spec), utc(s.now())))
+		nj.JobID, nj.TableID, nj.PolicyID, types, string(nj.Trigger), string(StatusPending), nullJSON(nj.Spec), utc(s.now()), nj.Node))
 	if err != nil {
 		return Job{}, pgJobInsertError(nj, err)
 	}
@@ -182,7 +183,7 @@ func pgJobInsertError(nj NewJob, err error) error {
 	if errors.As(err, &pgErr) {
 		switch {
 		case pgErr.Code == "23505" && pgErr.ConstraintName == pgInFlightIndex:
-			return fmt.Errorf("%w: table %d policy %d", ErrInFlight, nj.TableID, nj.PolicyID)
+			return inFlightError(nj)
 		case pgErr.Code == "23503":
 			return notFound("table", nj.TableID)
 		}
@@ -258,9 +259,39 @@ func (s *postgresStore) FinishJob(ctx context.Context, id, fence int64, f Finish
 	if err := validateFinish(f); err != nil {
 		return err
 	}
-	return s.fenced(ctx, "finish job", id, fence,
-		`status = $3, after_snapshot_id = $4, error = nullif($5, ''), finished_at = $6, outcomes = $7::jsonb`,
-		string(f.Status), f.AfterSnapshotID, f.Error, orNow(f.At, s.now), nullJSON(f.Outcomes))
+	at := orNow(f.At, s.now)
+	var (
+		updated, exists, finished bool
+		current                   int64
+	)
+	// The row's table is free once it is finished: the tasks waiting for
+	// it are made due (and the nodes told) in the same statement.
+	err := s.pool.QueryRow(ctx, `
+		WITH u AS (
+			UPDATE table_maintenance_job
+			SET status = $3, after_snapshot_id = $4, error = nullif($5, ''), finished_at = $6, outcomes = $7::jsonb
+			WHERE id = $1 AND fence = $2 AND finished_at IS NULL
+			RETURNING table_id
+		), w AS (
+			UPDATE scheduled_tasks SET execution_time = least(execution_time, $6), wait_for = NULL
+			WHERE wait_for = '`+tableWaitPrefix+`' || (SELECT table_id FROM u)::text AND NOT picked
+			RETURNING task_name
+		), n AS (
+			SELECT pg_notify(`+pgTaskChannel+`, name) FROM (SELECT DISTINCT task_name AS name FROM w) d
+		)
+		SELECT EXISTS (SELECT 1 FROM u), j.id IS NOT NULL, coalesce(j.fence, 0), j.finished_at IS NOT NULL,
+			(SELECT count(*) FROM n)
+		FROM (SELECT 1) AS one
+		LEFT JOIN table_maintenance_job j ON j.id = $1`,
+		id, fence, string(f.Status), f.AfterSnapshotID, f.Error, at, nullJSON(f.Outcomes)).
+		Scan(&updated, &exists, &current, &finished, new(int64))
+	if err != nil {
+		return pgError("finish job", err)
+	}
+	if updated {
+		return nil
+	}
+	return fenceError("finish job", id, fence, exists, current, finished)
 }
 
 // CheckFence reads the row's fence and finished state.

@@ -225,7 +225,8 @@ func (s *sqliteStore) GetTable(ctx context.Context, id int64) (Table, error) {
 }
 
 const sqliteJobCols = `id, coalesce(job_id, ''), table_id, policy_id, types, "trigger", status, fence,
-	before_snapshot_id, after_snapshot_id, coalesce(error, ''), spec, outcomes, created_at, started_at, finished_at`
+	before_snapshot_id, after_snapshot_id, coalesce(error, ''), spec, outcomes, created_at, started_at, finished_at,
+	coalesce(node, '')`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -237,7 +238,7 @@ func scanSQLiteJob(row scanner) (Job, error) {
 		started, finished sql.NullString
 	)
 	err := row.Scan(&j.ID, &j.JobID, &j.TableID, &j.PolicyID, &types, &j.Trigger, &j.Status, &j.Fence,
-		&j.BeforeSnapshotID, &j.AfterSnapshotID, &j.Error, &spec, &outcomes, &created, &started, &finished)
+		&j.BeforeSnapshotID, &j.AfterSnapshotID, &j.Error, &spec, &outcomes, &created, &started, &finished, &j.Node)
 	if err != nil {
 		return Job{}, err
 	}
@@ -281,16 +282,16 @@ func sqliteInsertJob(ctx context.Context, tx *sql.Tx, nj NewJob, now time.Time) 
 		return Job{}, err
 	}
 	j, err := scanSQLiteJob(tx.QueryRowContext(ctx, `
-		INSERT INTO table_maintenance_job (job_id, table_id, policy_id, types, "trigger", status, fence, spec, created_at)
-		VALUES (nullif(?1, ''), ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8)
+		INSERT INTO table_maintenance_job (job_id, table_id, policy_id, types, "trigger", status, fence, spec, created_at, node)
+		VALUES (nullif(?1, ''), ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, nullif(?9, ''))
 		RETURNING `+sqliteJobCols,
-		nj.JobID, nj.TableID, nj.PolicyID, types, string(nj.Trigger), string(StatusPending), nullJSON(nj.Spec), sqliteTime(now)))
+		nj.JobID, nj.TableID, nj.PolicyID, types, string(nj.Trigger), string(StatusPending), nullJSON(nj.Spec), sqliteTime(now), nj.Node))
 	if err != nil {
 		var se *sqlite.Error
 		if errors.As(err, &se) {
 			switch {
 			case se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE && strings.Contains(se.Error(), "table_maintenance_job.table_id"):
-				return Job{}, fmt.Errorf("%w: table %d policy %d", ErrInFlight, nj.TableID, nj.PolicyID)
+				return Job{}, inFlightError(nj)
 			case se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
 				return Job{}, notFound("table", nj.TableID)
 			}
@@ -323,6 +324,12 @@ func (s *sqliteStore) fenced(ctx context.Context, op string, id, fence int64, se
 // fencedIf is fenced with an extra condition cond ("AND …") on the row; a
 // row whose fence matches but fails cond is reported as ErrStaleFence too.
 func (s *sqliteStore) fencedIf(ctx context.Context, op string, id, fence int64, cond, set string, args ...any) error {
+	return s.fencedThen(ctx, op, id, fence, cond, nil, set, args...)
+}
+
+// fencedThen is fencedIf that also runs then in the same transaction when
+// the UPDATE matched the row.
+func (s *sqliteStore) fencedThen(ctx context.Context, op string, id, fence int64, cond string, then func(*sql.Tx) error, set string, args ...any) error {
 	var fenceErr error
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
@@ -333,6 +340,9 @@ func (s *sqliteStore) fencedIf(ctx context.Context, op string, id, fence int64, 
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			if err == nil && then != nil {
+				err = then(tx)
+			}
 			return err
 		}
 		var (
@@ -378,9 +388,19 @@ func (s *sqliteStore) FinishJob(ctx context.Context, id, fence int64, f Finish) 
 	if err := validateFinish(f); err != nil {
 		return err
 	}
-	return s.fenced(ctx, "finish job", id, fence,
+	at := sqliteTime(orNow(f.At, s.now))
+	// The row's table is free once it is finished: the tasks waiting for
+	// it are made due in the same transaction (nodes find them by polling).
+	wake := func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `
+			UPDATE scheduled_tasks SET execution_time = min(execution_time, ?2), wait_for = NULL
+			WHERE wait_for = '`+tableWaitPrefix+`' || (SELECT table_id FROM table_maintenance_job WHERE id = ?1) AND picked = 0`,
+			id, at)
+		return err
+	}
+	return s.fencedThen(ctx, "finish job", id, fence, "", wake,
 		`status = ?3, after_snapshot_id = ?4, error = nullif(?5, ''), finished_at = ?6, outcomes = ?7`,
-		string(f.Status), f.AfterSnapshotID, f.Error, sqliteTime(orNow(f.At, s.now)), nullJSON(f.Outcomes))
+		string(f.Status), f.AfterSnapshotID, f.Error, at, nullJSON(f.Outcomes))
 }
 
 // CheckFence reads the row's fence and finished state.

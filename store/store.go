@@ -16,8 +16,9 @@
 //   - Fenced writes check the fence inside the write itself (the UPDATE's
 //     WHERE clause, in one transaction with the lookup that classifies a
 //     failure), never by reading first and writing after.
-//   - At most one in-flight job row per (table, policy) is enforced by a
-//     partial unique index, not by a check-then-insert.
+//   - At most one in-flight job row per table (whatever its policy, trigger
+//     or types) is enforced by a partial unique index, not by a
+//     check-then-insert.
 //   - Open never migrates; Migrate does, and is safe when several nodes run
 //     it at once.
 //
@@ -31,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,8 +50,9 @@ var (
 	// no longer the row's fence, or the row is already finished. Nothing was
 	// changed. The writer has been fenced out and must stop acting for the job.
 	ErrStaleFence = errors.New("stale fence")
-	// ErrInFlight means a job row for the same (table, policy) is still in
-	// flight (finished_at IS NULL), so no second one may be created.
+	// ErrInFlight means a job row of the same table is still in flight
+	// (finished_at IS NULL), so no second one may be created. Losing that
+	// race is an ordinary outcome: the caller defers its job.
 	ErrInFlight = errors.New("job in flight")
 	// ErrInvalidArgument means the caller passed a value the store refuses
 	// (an empty name, a non-object metrics value, an unknown URL scheme …).
@@ -159,6 +162,10 @@ type NewJob struct {
 	// Spec is the job spec JSON the runner reads. Optional; if set it must
 	// be valid JSON.
 	Spec json.RawMessage
+	// Node is the coordinator node that creates the row and submits its
+	// job; empty for manual and replay runs. The reconciler closes the
+	// in-flight rows of a node that died (see DeadNodes).
+	Node string
 }
 
 // Job is a row of table_maintenance_job.
@@ -187,6 +194,9 @@ type Job struct {
 	// FinishedAt is the time the row was closed, in UTC. Zero means the job
 	// is in flight.
 	FinishedAt time.Time
+	// Node is the coordinator node that created the row; empty for manual
+	// and replay runs and rows older than schema version 7.
+	Node string
 }
 
 // InFlight reports whether the job row is still open (finished_at IS NULL).
@@ -250,8 +260,8 @@ type Store interface {
 	GetTable(ctx context.Context, id int64) (Table, error)
 
 	// CreateJob opens a job row with status pending and fence 1. It returns
-	// ErrInFlight if a row for the same (table, policy) is still in flight,
-	// and ErrNotFound if the table does not exist.
+	// ErrInFlight if a row of the same table is still in flight, and
+	// ErrNotFound if the table does not exist.
 	CreateJob(ctx context.Context, j NewJob) (Job, error)
 	// GetJob returns job row id. ErrNotFound if it does not exist.
 	GetJob(ctx context.Context, id int64) (Job, error)
@@ -284,6 +294,8 @@ type Store interface {
 	// FinishJob closes the row: status (terminal), after snapshot, error,
 	// per-type outcomes and finished_at. Fenced like StartJob; once finished
 	// a row accepts no further fenced write, so the first finish decides.
+	// In the same transaction it makes the scheduled tasks waiting for the
+	// row's table (Completion.WaitFor = TableWaitKey) due at once.
 	FinishJob(ctx context.Context, id, fence int64, f Finish) error
 	// BumpFence increments the row's fence and returns the new value, so a
 	// runner still holding the old one (a zombie) is fenced out. The
@@ -445,6 +457,19 @@ func redact(dbURL string) string {
 		return dbURL
 	}
 	return u.Redacted()
+}
+
+// tableWaitPrefix starts the wait key of a table (see TableWaitKey).
+const tableWaitPrefix = "table:"
+
+// TableWaitKey is the Completion.WaitFor of a task deferred because the
+// table had a job in flight: finishing the table's job row makes the task
+// due at once.
+func TableWaitKey(tableID int64) string { return tableWaitPrefix + strconv.FormatInt(tableID, 10) }
+
+// inFlightError is CreateJob's ErrInFlight for nj.
+func inFlightError(nj NewJob) error {
+	return fmt.Errorf("%w: table %d already has a job in flight", ErrInFlight, nj.TableID)
 }
 
 // utc normalises a time to what both backends store: UTC, microseconds.

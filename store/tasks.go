@@ -105,6 +105,10 @@ type Completion struct {
 	Next time.Time
 	// Data replaces task_data for CompleteReschedule when non-nil.
 	Data []byte
+	// WaitFor, for CompleteReschedule, records what the row waits for
+	// (TableWaitKey): the event it names makes the row due at once, before
+	// Next. Empty waits for nothing; every other completion clears it.
+	WaitFor string
 	// Now stamps last_success or last_failure. Zero means the store's clock.
 	Now time.Time
 }

@@ -434,6 +434,7 @@ func pgComplete(ctx context.Context, db pgDB, claim Task, c Completion, now time
 	)
 	const guard = `task_name = $1 AND task_instance = $2 AND version = $3 AND picked`
 	const unpick = `picked = false, picked_by = NULL, last_heartbeat = NULL, rerun_at = NULL`
+	const noWait = `, wait_for = NULL`
 	switch c.Action {
 	case CompleteDelete:
 		q = `WITH d AS (
@@ -447,16 +448,16 @@ func pgComplete(ctx context.Context, db pgDB, claim Task, c Completion, now time
 			SELECT count(*) FROM d`
 	case CompleteReschedule:
 		q = `WITH u AS (UPDATE scheduled_tasks SET ` + unpick + `, execution_time = least(rerun_at, $5),
-				task_data = coalesce($6, task_data), last_success = $4, consecutive_failures = 0
+				task_data = coalesce($6, task_data), last_success = $4, consecutive_failures = 0, wait_for = nullif($7, '')
 				WHERE ` + guard + ` RETURNING 1) SELECT count(*) FROM u`
-		args = append(args, utc(c.Next), c.Data)
+		args = append(args, utc(c.Next), c.Data, c.WaitFor)
 	case CompleteFailure:
-		q = `WITH u AS (UPDATE scheduled_tasks SET ` + unpick + `, execution_time = least(rerun_at, $5),
+		q = `WITH u AS (UPDATE scheduled_tasks SET ` + unpick + noWait + `, execution_time = least(rerun_at, $5),
 				last_failure = $4, consecutive_failures = consecutive_failures + 1
 				WHERE ` + guard + ` RETURNING 1) SELECT count(*) FROM u`
 		args = append(args, utc(c.Next))
 	case CompleteRelease:
-		q = `WITH u AS (UPDATE scheduled_tasks SET ` + unpick + `, execution_time = least(rerun_at, execution_time)
+		q = `WITH u AS (UPDATE scheduled_tasks SET ` + unpick + noWait + `, execution_time = least(rerun_at, execution_time)
 				WHERE ` + guard + ` AND $4::timestamptz IS NOT NULL RETURNING 1) SELECT count(*) FROM u`
 	}
 	var n int64

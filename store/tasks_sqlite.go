@@ -402,6 +402,7 @@ func sqliteComplete(ctx context.Context, tx *sql.Tx, claim Task, c Completion, n
 		return err
 	}
 	const unpick = `picked = 0, picked_by = NULL, last_heartbeat = NULL, rerun_at = NULL`
+	const noWait = `, wait_for = NULL`
 	const where = ` WHERE task_name = ?1 AND task_instance = ?2`
 	args := []any{claim.Name, claim.Instance, sqliteTime(now)}
 	var q string
@@ -409,18 +410,18 @@ func sqliteComplete(ctx context.Context, tx *sql.Tx, claim Task, c Completion, n
 	case c.Action == CompleteDelete && rerunAt.IsZero():
 		q = `DELETE FROM scheduled_tasks` + where + ` AND ?3 IS NOT NULL`
 	case c.Action == CompleteDelete:
-		q = `UPDATE scheduled_tasks SET ` + unpick + `, execution_time = ?4, last_success = ?3` + where
+		q = `UPDATE scheduled_tasks SET ` + unpick + noWait + `, execution_time = ?4, last_success = ?3` + where
 		args = append(args, sqliteTime(rerunAt))
 	case c.Action == CompleteReschedule:
 		q = `UPDATE scheduled_tasks SET ` + unpick + `, execution_time = ?4, task_data = coalesce(?5, task_data),
-			last_success = ?3, consecutive_failures = 0` + where
-		args = append(args, sqliteTime(earlier(rerunAt, utc(c.Next))), c.Data)
+			last_success = ?3, consecutive_failures = 0, wait_for = nullif(?6, '')` + where
+		args = append(args, sqliteTime(earlier(rerunAt, utc(c.Next))), c.Data, c.WaitFor)
 	case c.Action == CompleteFailure:
-		q = `UPDATE scheduled_tasks SET ` + unpick + `, execution_time = ?4, last_failure = ?3,
+		q = `UPDATE scheduled_tasks SET ` + unpick + noWait + `, execution_time = ?4, last_failure = ?3,
 			consecutive_failures = consecutive_failures + 1` + where
 		args = append(args, sqliteTime(earlier(rerunAt, utc(c.Next))))
 	default: // CompleteRelease
-		q = `UPDATE scheduled_tasks SET ` + unpick + `, execution_time = coalesce(min(rerun_at, execution_time), execution_time)` +
+		q = `UPDATE scheduled_tasks SET ` + unpick + noWait + `, execution_time = coalesce(min(rerun_at, execution_time), execution_time)` +
 			where + ` AND ?3 IS NOT NULL`
 	}
 	_, err = tx.ExecContext(ctx, q, args...)

@@ -164,7 +164,7 @@ func exerciseCommitEvents(t *testing.T, setup func(*testing.T) *bundle) {
 		j3 := chained(3)
 		require.NoError(t, b.s.FinishJob(b.ctx, j3.ID, j3.Fence, store.Finish{Status: store.StatusLost, Error: "job vanished"}))
 		chained(4) // in flight
-		b.job(t, tbl.ID, 5)
+		b.job(t, b.table(t, "other").ID, 5)
 
 		st, err = b.s.JobStats(b.ctx)
 		require.NoError(t, err)

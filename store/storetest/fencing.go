@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -145,7 +146,7 @@ func exerciseFencing(t *testing.T, setup func(*testing.T) *bundle) {
 }
 
 func exerciseInFlight(t *testing.T, setup func(*testing.T) *bundle) {
-	t.Run("OneInFlightRowPerTableAndPolicy", func(t *testing.T) {
+	t.Run("OneInFlightRowPerTable", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		tbl, other := b.table(t, "t"), b.table(t, "other")
@@ -153,10 +154,17 @@ func exerciseInFlight(t *testing.T, setup func(*testing.T) *bundle) {
 
 		_, err := b.s.CreateJob(b.ctx, store.NewJob{TableID: tbl.ID, PolicyID: 1, Types: []string{"snapshot-expiry"}, Trigger: store.TriggerCommit})
 		require.ErrorIs(t, err, store.ErrInFlight)
+		require.ErrorContains(t, err, fmt.Sprintf("table %d already has a job in flight", tbl.ID))
 
-		// Another policy on the same table, and the same policy on another
-		// table, are independent.
-		b.job(t, tbl.ID, 2)
+		// Another policy, trigger or type on the same table waits too; the
+		// same policy on another table is independent.
+		for _, nj := range []store.NewJob{
+			{TableID: tbl.ID, PolicyID: 2, Types: []string{"compaction"}, Trigger: store.TriggerCron},
+			{TableID: tbl.ID, PolicyID: store.NoPolicy, Types: []string{"orphan-cleanup"}, Trigger: store.TriggerManual},
+		} {
+			_, err := b.s.CreateJob(b.ctx, nj)
+			require.ErrorIs(t, err, store.ErrInFlight, "%+v", nj)
+		}
 		b.job(t, other.ID, 1)
 
 		// A running row is still in flight.
@@ -171,7 +179,7 @@ func exerciseInFlight(t *testing.T, setup func(*testing.T) *bundle) {
 
 		jobs, err := b.s.ListJobs(b.ctx, tbl.ID, 10)
 		require.NoError(t, err)
-		require.Len(t, jobs, 3, "rejected creates leave no rows")
+		require.Len(t, jobs, 2, "rejected creates leave no rows")
 	})
 
 	t.Run("NoPolicyRowsAreInFlightToo", func(t *testing.T) {

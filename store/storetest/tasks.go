@@ -20,9 +20,10 @@ func ExerciseTasks(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Helper()
 	setup := func(t *testing.T) *taskBundle {
 		t.Helper()
-		sch, err := store.TasksOf(open(t))
+		st := open(t)
+		sch, err := store.TasksOf(st)
 		require.NoError(t, err)
-		return &taskBundle{s: sch, ctx: t.Context(), now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+		return &taskBundle{s: sch, st: st, ctx: t.Context(), now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	}
 	for name, fn := range map[string]func(*testing.T, *taskBundle){
 		"ScheduleAndClaim":               exerciseScheduleAndClaim,
@@ -38,6 +39,7 @@ func ExerciseTasks(t *testing.T, open func(t *testing.T) store.Store) {
 		"HeartbeatAndRescue":             exerciseHeartbeatAndRescue,
 		"ConcurrentRescueOnce":           exerciseConcurrentRescue,
 		"Nodes":                          exerciseNodes,
+		"FinishedJobWakesWaiters":        exerciseWaitForTable,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -48,6 +50,7 @@ func ExerciseTasks(t *testing.T, open func(t *testing.T) store.Store) {
 
 type taskBundle struct {
 	s   store.Scheduler
+	st  store.Store
 	ctx context.Context
 	now time.Time
 }
@@ -495,4 +498,56 @@ func exerciseNodes(t *testing.T, b *taskBundle) {
 	ns, err = b.s.ListNodes(b.ctx)
 	require.NoError(t, err)
 	require.Empty(t, ns)
+}
+
+// A row deferred because its table had a job in flight (WaitFor the
+// table's key) is made due by the finish of that table's job row, and by
+// nothing else: another table's finish, a fenced-out finish.
+func exerciseWaitForTable(t *testing.T, b *taskBundle) {
+	var tables []store.Table
+	for _, name := range []string{"a", "b"} {
+		tbl, err := b.st.RegisterTable(b.ctx, store.TableRef{Catalog: "c", Namespace: "ns", Name: name, UUID: "u-" + name})
+		require.NoError(t, err)
+		tables = append(tables, tbl)
+	}
+	var jobs []store.Job
+	for _, tbl := range tables {
+		j, err := b.st.CreateJob(b.ctx, store.NewJob{TableID: tbl.ID, PolicyID: 1, Types: []string{"compaction"}, Trigger: store.TriggerCron})
+		require.NoError(t, err)
+		jobs = append(jobs, j)
+	}
+	fallback := b.now.Add(time.Hour)
+	b.schedule(t, "cron-job", "waits", b.now)
+	b.schedule(t, "cron-job", "plain", b.now)
+	claims := b.claim(t, "n1", 2, "cron-job")
+	require.Len(t, claims, 2)
+	for _, c := range claims {
+		wait := ""
+		if c.Instance == "waits" {
+			wait = store.TableWaitKey(tables[0].ID)
+		}
+		require.NoError(t, b.s.CompleteTask(b.ctx, c, store.Completion{Action: store.CompleteReschedule, Next: fallback, WaitFor: wait, Now: b.now}))
+	}
+
+	finish := func(j store.Job, fence int64, at time.Time) error {
+		return b.st.FinishJob(b.ctx, j.ID, fence, store.Finish{Status: store.StatusSucceeded, At: at})
+	}
+	require.NoError(t, finish(jobs[1], jobs[1].Fence, b.now.Add(time.Minute)))
+	require.ErrorIs(t, finish(jobs[0], jobs[0].Fence+1, b.now.Add(time.Minute)), store.ErrStaleFence)
+	for _, inst := range []string{"waits", "plain"} {
+		require.Equal(t, fallback, b.get(t, "cron-job", inst).ExecutionTime, "%s: nothing it waits for finished", inst)
+	}
+
+	at := b.now.Add(2 * time.Minute)
+	require.NoError(t, finish(jobs[0], jobs[0].Fence, at))
+	require.Equal(t, at, b.get(t, "cron-job", "waits").ExecutionTime, "its table's job finished: due at once")
+	require.Equal(t, fallback, b.get(t, "cron-job", "plain").ExecutionTime, "a row that waits for nothing keeps its time")
+
+	// The wait was used up: the table's next job finishing later does not
+	// move the row again.
+	require.NoError(t, b.s.RescheduleTask(b.ctx, store.TaskKey{Name: "cron-job", Instance: "waits"}, fallback, nil))
+	j, err := b.st.CreateJob(b.ctx, store.NewJob{TableID: tables[0].ID, PolicyID: 2, Types: []string{"compaction"}, Trigger: store.TriggerCron})
+	require.NoError(t, err)
+	require.NoError(t, finish(j, j.Fence, b.now.Add(3*time.Minute)))
+	require.Equal(t, fallback, b.get(t, "cron-job", "waits").ExecutionTime)
 }
