@@ -99,6 +99,14 @@ func New(sch store.Scheduler, cfg Config, kinds ...Kind) (*Engine, error) {
 // NodeID returns the node's id (picked_by of its claims).
 func (e *Engine) NodeID() string { return e.cfg.NodeID }
 
+// ListNodes returns the coordinator nodes' rows (store.Scheduler.ListNodes).
+func (e *Engine) ListNodes(ctx context.Context) ([]store.Node, error) { return e.sch.ListNodes(ctx) }
+
+// DeadNodeAfter is how old a node's heartbeat is when the node counts as
+// dead: HeartbeatInterval × MissedHeartbeatsLimit, as db-scheduler defines
+// a dead execution.
+func (e *Engine) DeadNodeAfter() time.Duration { return e.cfg.staleAfter() }
+
 // Schedule inserts a one-shot or first recurring row unless one exists for
 // the key; created says which. A row due at once wakes the kind's pool here
 // and, on PostgreSQL, every node's.

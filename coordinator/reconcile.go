@@ -59,10 +59,27 @@ type ReconcilerConfig struct {
 // after snapshot. Run one at a time across nodes (serve runs it as a
 // recurring task, whose claim is the lease).
 type Reconciler struct {
-	st  store.Store
-	sub Submitter
-	cfg ReconcilerConfig
+	st    store.Store
+	sub   Submitter
+	cfg   ReconcilerConfig
+	nodes NodeLiveness // nil: node liveness is not looked at
 }
+
+// NodeLiveness is what the reconciler asks about coordinator nodes (the
+// Engine implements it): the nodes' heartbeats, and how old a heartbeat
+// makes its node dead.
+type NodeLiveness interface {
+	ListNodes(ctx context.Context) ([]store.Node, error)
+	DeadNodeAfter() time.Duration
+}
+
+// WatchNodes makes the reconciler close the in-flight rows of coordinator
+// nodes that died or restarted: a row whose node's heartbeat is older than
+// DeadNodeAfter (or whose node row is gone), or whose node started again
+// after the row was created, is closed at once when the submitter cannot
+// vouch for its job (unknown to it, or never submitted), instead of after
+// SubmitDeadline or UnknownDeadline. Call it before the first Sweep.
+func (r *Reconciler) WatchNodes(n NodeLiveness) { r.nodes = n }
 
 // ReconcileReport counts what one Sweep did.
 type ReconcileReport struct {
@@ -95,6 +112,10 @@ func NewReconciler(st store.Store, sub Submitter, cfg ReconcilerConfig) *Reconci
 // that row left for the next sweep: it is not evidence about the job.
 func (r *Reconciler) Sweep(ctx context.Context) (ReconcileReport, error) {
 	rep := ReconcileReport{Closed: map[store.JobStatus]int{}}
+	nodes, err := r.nodeStates(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("reconcile: %w", err)
+	}
 	var after int64
 	for {
 		jobs, err := r.st.ListInFlightJobs(ctx, after, reconcilePage)
@@ -104,7 +125,7 @@ func (r *Reconciler) Sweep(ctx context.Context) (ReconcileReport, error) {
 		for _, j := range jobs {
 			after = j.ID
 			rep.Checked++
-			status, reason, err := r.verdict(ctx, j)
+			status, reason, err := r.verdict(ctx, j, nodes)
 			if err != nil {
 				r.cfg.Log.Warn("reconcile: cannot tell how a job is doing; trying again next sweep",
 					zap.Int64("job", j.ID), zap.String("external_job_id", j.JobID), zap.Error(err))
@@ -147,10 +168,54 @@ func (r *Reconciler) Sweep(ctx context.Context) (ReconcileReport, error) {
 	return rep, nil
 }
 
+// nodeStates returns the coordinator nodes by id, nil when liveness is
+// not watched.
+func (r *Reconciler) nodeStates(ctx context.Context) (map[string]store.Node, error) {
+	if r.nodes == nil {
+		return nil, nil
+	}
+	ns, err := r.nodes.ListNodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list coordinator nodes: %w", err)
+	}
+	out := make(map[string]store.Node, len(ns))
+	for _, n := range ns {
+		out[n.ID] = n
+	}
+	return out, nil
+}
+
+// gone says why the node that created row j cannot be running its job any
+// more ("" if it may be): the node is dead (no heartbeat for the dead-node
+// limit, or its row was removed) or it started again after the row was
+// created (its submitter's queue and children did not survive). Rows of no
+// node (manual runs, rows older than the node column) and a reconciler
+// that does not watch liveness say "".
+func (r *Reconciler) gone(j store.Job, nodes map[string]store.Node, now time.Time) string {
+	if nodes == nil || j.Node == "" {
+		return ""
+	}
+	n, ok := nodes[j.Node]
+	switch {
+	case !ok:
+		return fmt.Sprintf("its coordinator node %s is gone (no node row)", j.Node)
+	case now.Sub(n.LastHeartbeat) > r.nodes.DeadNodeAfter():
+		return fmt.Sprintf("its coordinator node %s is dead (last heartbeat %s ago, limit %s)",
+			j.Node, now.Sub(n.LastHeartbeat).Round(time.Second), r.nodes.DeadNodeAfter())
+	case n.StartedAt.After(j.CreatedAt):
+		return fmt.Sprintf("its coordinator node %s restarted at %s, after the row was created", j.Node, n.StartedAt.Format(time.RFC3339))
+	}
+	return ""
+}
+
 // verdict says how to close in-flight row j, or "" to leave it.
-func (r *Reconciler) verdict(ctx context.Context, j store.Job) (store.JobStatus, string, error) {
+func (r *Reconciler) verdict(ctx context.Context, j store.Job, nodes map[string]store.Node) (store.JobStatus, string, error) {
 	now := r.cfg.Clock.Now()
+	gone := r.gone(j, nodes, now)
 	if j.JobID == "" {
+		if gone != "" {
+			return store.StatusLost, fmt.Sprintf("reconciler: the job was never submitted and %s", gone), nil
+		}
 		if age := now.Sub(j.CreatedAt); age > r.cfg.SubmitDeadline {
 			return store.StatusFailed, fmt.Sprintf("reconciler: the job was never submitted (no external job id %s after the row was created)", age.Round(time.Second)), nil
 		}
@@ -171,6 +236,9 @@ func (r *Reconciler) verdict(ctx context.Context, j store.Job) (store.JobStatus,
 		}
 		return store.StatusFailed, fmt.Sprintf("reconciler: job %s exited with code %d without closing its row: %s", j.JobID, st.ExitCode, st.Message), nil
 	case JobUnknown:
+		if gone != "" {
+			return store.StatusLost, fmt.Sprintf("reconciler: job %s is unknown to the submitter and %s", j.JobID, gone), nil
+		}
 		since := j.CreatedAt
 		if !j.StartedAt.IsZero() {
 			since = j.StartedAt

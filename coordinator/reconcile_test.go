@@ -126,3 +126,101 @@ func TestReconcileDeadlines(t *testing.T) {
 		})
 	}
 }
+
+// liveness is the reconciler's view of the node rows, with the dead-node
+// limit an engine would have.
+type liveness struct {
+	sch  store.Scheduler
+	dead time.Duration
+}
+
+func (l liveness) ListNodes(ctx context.Context) ([]store.Node, error) { return l.sch.ListNodes(ctx) }
+func (l liveness) DeadNodeAfter() time.Duration                         { return l.dead }
+
+// TestReconcileDeadNodes: the in-flight rows of a node that died (no
+// heartbeat for the limit, or its node row gone) or restarted after
+// creating them are closed lost at the first sweep, fence bumped, when the
+// submitter cannot vouch for their job; rows of live nodes, of no node, and
+// jobs the submitter knows are running are left alone.
+func TestReconcileDeadNodes(t *testing.T) {
+	t.Parallel()
+	for _, backend := range localBackends {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			l := newLocalLedger(t, backend)
+			ctx := t.Context()
+			sch, err := store.TasksOf(l.st)
+			require.NoError(t, err)
+			now := time.Now()
+			require.NoError(t, sch.RegisterNode(ctx, "alive", now.Add(-time.Hour)))
+			require.NoError(t, sch.HeartbeatNode(ctx, "alive", now.Add(-10*time.Second)))
+			require.NoError(t, sch.RegisterNode(ctx, "dead", now.Add(-time.Hour)))
+			require.NoError(t, sch.HeartbeatNode(ctx, "dead", now.Add(-2*time.Minute)))
+
+			uri, accepted := hangingCatalog(t)
+			s := newLocal(t, coordinator.LocalConfig{})
+			spec := map[string]any{"catalog": map[string]any{"warehouse-dir": "/nowhere"}, "table": "tms.t", "steps": []any{map[string]any{"type": "compaction"}}}
+			row := func(uuid, node, ext string) store.Job {
+				t.Helper()
+				j := l.job(t, "tms.t", uuid, 1, []string{"compaction"}, spec)
+				if node != "" {
+					// The fixture's row has no node; give it one as the flow would.
+					require.NoError(t, l.st.FinishJob(ctx, j.ID, j.Fence, store.Finish{Status: store.StatusSucceeded}))
+					j, err = l.st.CreateJob(ctx, store.NewJob{TableID: j.TableID, PolicyID: 1, Types: []string{"compaction"},
+						Trigger: store.TriggerCron, Node: node})
+					require.NoError(t, err)
+					require.Equal(t, node, j.Node)
+				}
+				if ext != "" {
+					require.NoError(t, l.st.SetJobID(ctx, j.ID, j.Fence, ext))
+				}
+				return j
+			}
+			// The node "restarted" registers again after its row was made.
+			restarted := row("u-restarted", "restarted", "local-old-1")
+			require.NoError(t, sch.RegisterNode(ctx, "restarted", time.Now()))
+			clock := coordinator.NewManualClock(time.Now())
+			var (
+				ofAlive     = row("u-alive", "alive", "local-elsewhere-1")
+				ofNoNode    = row("u-none", "", "local-elsewhere-2")
+				ofDead      = row("u-dead", "dead", "local-elsewhere-3")
+				unsubmitted = row("u-dead-unsubmitted", "dead", "")
+				ofVanished  = row("u-vanished", "vanished", "local-elsewhere-4")
+			)
+			// A dead node's row whose job this submitter runs: it vouches.
+			vouched := hangingJob(t, l, uri, 9)
+			require.NoError(t, l.st.FinishJob(ctx, vouched.ID, vouched.Fence, store.Finish{Status: store.StatusSucceeded}))
+			vouched, err = l.st.CreateJob(ctx, store.NewJob{TableID: vouched.TableID, PolicyID: 9, Types: []string{"compaction"},
+				Trigger: store.TriggerCron, Spec: vouched.Spec, Node: "dead"})
+			require.NoError(t, err)
+			ext, err := s.Submit(ctx, request(l, vouched))
+			require.NoError(t, err)
+			require.NoError(t, l.st.SetJobID(ctx, vouched.ID, vouched.Fence, ext))
+			waitRunnerInside(t, l, vouched.ID, accepted)
+
+			rec := coordinator.NewReconciler(l.st, s, coordinator.ReconcilerConfig{Clock: clock, Log: zaptest.NewLogger(t)})
+			rec.WatchNodes(liveness{sch: sch, dead: time.Minute})
+			rep, err := rec.Sweep(ctx)
+			require.NoError(t, err)
+			require.Equal(t, map[store.JobStatus]int{store.StatusLost: 4}, rep.Closed)
+			for _, c := range []struct {
+				j    store.Job
+				want string
+			}{
+				{ofDead, "coordinator node dead is dead (last heartbeat 2m"},
+				{unsubmitted, "never submitted and its coordinator node dead is dead"},
+				{ofVanished, "coordinator node vanished is gone"},
+				{restarted, "coordinator node restarted restarted at"},
+			} {
+				got := l.get(t, c.j.ID)
+				require.Equal(t, store.StatusLost, got.Status, c.want)
+				require.Contains(t, got.Error, c.want)
+				require.Greater(t, got.Fence, c.j.Fence, "fence bumped first")
+				require.Nil(t, got.AfterSnapshotID, "no metrics invented")
+			}
+			for _, j := range []store.Job{ofAlive, ofNoNode, vouched} {
+				require.True(t, l.get(t, j.ID).InFlight(), "job %d (node %q) is left", j.ID, j.Node)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/coordinator"
@@ -173,6 +174,7 @@ func runServe(ctx context.Context, env cli.Env) error {
 		_ = api.serve(ctx) // closes the listener
 		return cli.UsageError{Err: err}
 	}
+	rec.WatchNodes(eng)
 	if err := api.build(st, sub, eng, flow, ff.commitDelay, env.Log); err != nil {
 		_ = api.serve(ctx)
 		return err
@@ -194,6 +196,21 @@ func runServe(ctx context.Context, env cli.Env) error {
 		<-httpDone
 		return err
 	}
+	// A node that restarts under its id closes what its earlier process
+	// left in flight (its queue and runners did not survive it) at once,
+	// rather than at the next reconcile.
+	go func() {
+		select {
+		case <-eng.Ready():
+		case <-ctx.Done():
+			return
+		}
+		if rep, err := rec.Sweep(ctx); err != nil {
+			env.Log.Warn("start-up reconcile failed; the recurring one tries again", zap.Error(err))
+		} else if n := rep.Closed[store.StatusLost] + rep.Closed[store.StatusFailed] + rep.Closed[store.StatusCancelled]; n > 0 {
+			env.Log.Info("start-up reconcile closed rows", zap.Int("closed", n))
+		}
+	}()
 	err = eng.Run(ctx)
 	stopHTTP()
 	waitWatch()

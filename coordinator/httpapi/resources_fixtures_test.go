@@ -28,13 +28,24 @@ type fakeSubmitter struct {
 	mu        sync.Mutex
 	known     map[string]error // Cancel's answer per external id; absent: ErrUnknownJob
 	cancelled []string
+	// queued are jobs waiting for a slot: Cancel takes one off the queue
+	// and it ends cancelled without a runner, as the local submitter's do.
+	queued map[string]bool
 }
 
 func (f *fakeSubmitter) Submit(context.Context, coordinator.JobRequest) (string, error) {
 	return "", errors.New("fake submitter: Submit is not used by the resources")
 }
 
-func (f *fakeSubmitter) Status(context.Context, string) (coordinator.JobStatus, error) {
+func (f *fakeSubmitter) Status(_ context.Context, id string) (coordinator.JobStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if queued, ok := f.queued[id]; ok {
+		if queued {
+			return coordinator.JobStatus{State: coordinator.JobQueued, ExitCode: -1}, nil
+		}
+		return coordinator.JobStatus{State: coordinator.JobCancelled, ExitCode: -1, Message: "cancelled before it started"}, nil
+	}
 	return coordinator.JobStatus{State: coordinator.JobUnknown, ExitCode: -1}, nil
 }
 
@@ -42,6 +53,9 @@ func (f *fakeSubmitter) Cancel(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cancelled = append(f.cancelled, id)
+	if f.queued[id] {
+		f.queued[id] = false
+	}
 	err, ok := f.known[id]
 	if !ok {
 		return fmt.Errorf("%w: %s", coordinator.ErrUnknownJob, id)
@@ -190,4 +204,15 @@ func (f *fakeSubmitter) answer(id string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.known[id] = err
+}
+
+// queue makes id a job waiting for a slot.
+func (f *fakeSubmitter) queue(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.queued == nil {
+		f.queued = map[string]bool{}
+	}
+	f.queued[id] = true
+	f.known[id] = nil
 }

@@ -200,10 +200,11 @@ type cancelResult struct {
 
 // cancelJob is POST /v1/jobs/{id}/cancel. A finished row is 409. A row
 // with an external job id is cancelled through the submitter (202); a row
-// not yet submitted, or whose job this node's submitter does not know
-// (submitted by another node or before a restart), is fenced out and
-// closed cancelled (200), so its runner, wherever it runs, stops at its
-// next ledger write or commit check.
+// not yet submitted, whose job this node's submitter does not know
+// (submitted by another node or before a restart), or whose job ended
+// without its runner closing the row (a queued job taken off the queue),
+// is fenced out and closed cancelled (200), so its runner, wherever it
+// runs, stops at its next ledger write or commit check.
 func (rs *resources) cancelJob(w http.ResponseWriter, r *http.Request) {
 	id, err := jobIDParam(r)
 	if err != nil {
@@ -232,7 +233,7 @@ func (rs *resources) cancelJob(w http.ResponseWriter, r *http.Request) {
 			rs.fail(w, r, &httpError{code: http.StatusBadGateway, msg: fmt.Sprintf("the submitter could not cancel job %s: %v", j.JobID, err)})
 			return
 		} else {
-			reason = ""
+			reason = rs.endedReason(ctx, j)
 		}
 	}
 	if reason != "" {
@@ -249,6 +250,25 @@ func (rs *resources) cancelJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, code, cancelResult{Cancel: how, Job: d})
+}
+
+// endedReason says why to close row j after its submitter accepted the
+// cancel, or "" to leave the row to its runner: a job the submitter now
+// reports ended whose row is still open never had a runner to close it (a
+// queued job removed from the queue) or lost it, so the row is closed here
+// at once instead of at the next reconcile.
+func (rs *resources) endedReason(ctx context.Context, j store.Job) string {
+	st, err := rs.sub.Status(ctx, j.JobID)
+	if err != nil || !st.State.Terminal() {
+		return ""
+	}
+	if cur, err := rs.st.GetJob(ctx, j.ID); err != nil || !cur.InFlight() {
+		return "" // the runner closed it (or it is gone): nothing to do
+	}
+	if st.StartedAt.IsZero() {
+		return fmt.Sprintf("cancelled over the HTTP API before its runner started (job %s was queued)", j.JobID)
+	}
+	return fmt.Sprintf("cancelled over the HTTP API; job %s ended without closing its row: %s", j.JobID, st.Message)
 }
 
 // closeCancelled fences the row out and finishes it cancelled, like the

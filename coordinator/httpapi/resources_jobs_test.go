@@ -188,7 +188,7 @@ func TestCancelJob(t *testing.T) {
 		b := resSetup(t, backend)
 		ctx := context.Background()
 		tables := []store.Table{b.table("lake", "db", "a", "u1"), b.table("lake", "db", "b", "u2"),
-			b.table("lake", "db", "c", "u3"), b.table("lake", "db", "d", "u4")}
+			b.table("lake", "db", "c", "u3"), b.table("lake", "db", "d", "u4"), b.table("lake", "db", "e", "u5")}
 		submitted := func(tbl store.Table, ext string) store.Job {
 			j := b.job(tbl.ID, 1)
 			require.NoError(t, b.st.SetJobID(ctx, j.ID, j.Fence, ext))
@@ -232,6 +232,18 @@ func TestCancelJob(t *testing.T) {
 		require.Equal(t, "closed", res.Cancel)
 		require.Contains(t, res.Job.Error, "before it was submitted")
 		require.Equal(t, []string{"local-7", "other-node-3"}, b.sub.calls())
+
+		// A job queued in this node's submitter: taken off the queue, and
+		// its row (which no runner will ever close) closed at once.
+		j := b.job(tables[4].ID, 1)
+		require.NoError(t, b.st.SetJobID(ctx, j.ID, j.Fence, "local-8"))
+		b.sub.queue("local-8")
+		b.must(http.StatusOK, "POST", fmt.Sprintf("/v1/jobs/%d/cancel", j.ID), "", &res)
+		require.Equal(t, "closed", res.Cancel)
+		require.Equal(t, "cancelled", res.Job.Status)
+		require.Contains(t, res.Job.Error, "before its runner started (job local-8 was queued)")
+		require.Greater(t, res.Job.Fence, j.Fence)
+		require.Equal(t, []string{"local-7", "other-node-3", "local-8"}, b.sub.calls())
 
 		// A submitter that cannot be reached: 502, the row is untouched.
 		broken := submitted(tables[3], "gravitino-9")

@@ -150,7 +150,45 @@ func (s *Server) routes() http.Handler {
 			mux.Handle(p+"/", guarded)
 		}
 	}
-	return mux
+	return jsonUnrouted(mux)
+}
+
+// jsonUnrouted answers the requests mux has no route for (404, or 405 for
+// a path whose routes take other methods, with its Allow header) with the
+// documented JSON error instead of the mux's plain text.
+func jsonUnrouted(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		rec := &statusOnly{header: w.Header()}
+		mux.ServeHTTP(rec, r)
+		code := cmp.Or(rec.code, http.StatusNotFound)
+		msg := fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)
+		if code == http.StatusMethodNotAllowed {
+			msg = fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, w.Header().Get("Allow"))
+		}
+		writeError(w, code, msg)
+	})
+}
+
+// statusOnly is a ResponseWriter that keeps the status code and drops the
+// body; headers go to the real writer's.
+type statusOnly struct {
+	header http.Header
+	code   int
+}
+
+func (s *statusOnly) Header() http.Header { return s.header }
+func (s *statusOnly) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+}
+func (s *statusOnly) Write(b []byte) (int, error) {
+	s.WriteHeader(http.StatusOK)
+	return len(b), nil
 }
 
 // readyz answers 200 when the database answers with the expected schema

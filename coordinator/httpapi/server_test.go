@@ -2,10 +2,12 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -166,4 +168,36 @@ func TestNewValidates(t *testing.T) {
 	b := setup(t, "sqlite", nil)
 	_, err = httpapi.New(httpapi.Config{Store: b.st, ShutdownTimeout: -1, Log: zaptest.NewLogger(t)})
 	require.ErrorContains(t, err, "must not be negative")
+}
+
+// TestUnknownRoutesAnswerJSON: a path with no route is a JSON 404, and a
+// route asked with the wrong method a JSON 405 with its Allow header, as
+// docs/http-api.md documents every error.
+func TestUnknownRoutesAnswerJSON(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "sqlite", nil)
+	srv := httptest.NewServer(b.srv.Handler())
+	defer srv.Close()
+	for _, tc := range []struct {
+		method, path string
+		code         int
+		want, allow  string
+	}{
+		{http.MethodGet, "/nope", 404, "no route for GET /nope", ""},
+		{http.MethodGet, "/v2/policies", 404, "no route for GET /v2/policies", ""},
+		{http.MethodGet, "/v1/commit-events", 405, "method GET is not allowed on /v1/commit-events (allowed: POST)", "POST"},
+		{http.MethodDelete, "/metrics", 405, "method DELETE is not allowed on /metrics", "GET, HEAD"},
+	} {
+		req, err := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var doc map[string]string
+		require.Equal(t, "application/json", resp.Header.Get("Content-Type"), "%s %s", tc.method, tc.path)
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&doc))
+		resp.Body.Close()
+		require.Equal(t, tc.code, resp.StatusCode, "%s %s", tc.method, tc.path)
+		require.Contains(t, doc["error"], tc.want)
+		require.Equal(t, tc.allow, resp.Header.Get("Allow"))
+	}
 }
