@@ -135,7 +135,7 @@ type liveness struct {
 }
 
 func (l liveness) ListNodes(ctx context.Context) ([]store.Node, error) { return l.sch.ListNodes(ctx) }
-func (l liveness) DeadNodeAfter() time.Duration                         { return l.dead }
+func (l liveness) DeadNodeAfter() time.Duration                        { return l.dead }
 
 // TestReconcileDeadNodes: the in-flight rows of a node that died (no
 // heartbeat for the limit, or its node row gone) or restarted after
