@@ -20,8 +20,11 @@ import (
 )
 
 // The coordinator's configuration file (serve --config FILE, env
-// TMS_CONFIG) holds Gravitino-style keys, one `key = value` per line, with
-// `#` or `!` comment lines, every key under configPrefix. A command-line
+// TMS_CONFIG) holds Gravitino-style keys, one `key = value` per line,
+// every key under configPrefix. `#` or `!` starts a comment at the start of
+// a line or after white space (`key = value   # note`); a value that holds
+// such text is written in double quotes (`key = "a #b"`), which are not
+// part of it. A command-line
 // flag wins over its TMS_* environment variable, which wins over the file.
 // Credentials are never values in the file: ircAuth.* and gravitinoAuth.*
 // take env:NAME or file:PATH references only.
@@ -83,11 +86,15 @@ func readConfigFile(path string) (*fileConfig, error) {
 		if line == "" || line[0] == '#' || line[0] == '!' {
 			continue
 		}
-		k, v, ok := strings.Cut(line, "=")
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		k, raw, ok := strings.Cut(line, "=")
+		k = strings.TrimSpace(k)
 		where := fmt.Sprintf("%s:%d", path, n)
-		if !ok || k == "" {
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
 			return nil, cli.Usagef("%s: want key = value, got %q", where, line)
+		}
+		v, err := configValue(raw)
+		if err != nil {
+			return nil, cli.Usagef("%s: key %s: %v", where, k, err)
 		}
 		if prev, dup := seen[k]; dup {
 			return nil, cli.Usagef("%s: key %s is already set on line %d", where, k, prev)
@@ -101,6 +108,29 @@ func readConfigFile(path string) (*fileConfig, error) {
 		return nil, cli.Usagef("--config %s: %v", path, err)
 	}
 	return c, nil
+}
+
+// configValue reads the value part of a line: a double-quoted string
+// (nothing but a comment may follow its closing quote), or the text up to a
+// `#` or `!` that follows white space, trimmed.
+func configValue(raw string) (string, error) {
+	v := strings.TrimSpace(raw)
+	if rest, quoted := strings.CutPrefix(v, `"`); quoted {
+		val, after, closed := strings.Cut(rest, `"`)
+		if !closed {
+			return "", fmt.Errorf("the value's opening quote is not closed")
+		}
+		if after = strings.TrimSpace(after); after != "" && after[0] != '#' && after[0] != '!' {
+			return "", fmt.Errorf("text %q after the value's closing quote; quote the whole value or start a comment with #", after)
+		}
+		return val, nil
+	}
+	for i := 1; i < len(v); i++ {
+		if (v[i] == '#' || v[i] == '!') && (v[i-1] == ' ' || v[i-1] == '\t') {
+			return strings.TrimSpace(v[:i]), nil
+		}
+	}
+	return v, nil
 }
 
 func (c *fileConfig) set(key, v string) error {

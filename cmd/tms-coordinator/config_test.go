@@ -1,8 +1,10 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +27,15 @@ func TestConfigFile(t *testing.T) {
 	require.NoError(t, os.WriteFile(conf, []byte(`
 # comments and blank lines are fine
 ! so is this
-gravitino.maintenance.db = sqlite://from-file.db
-gravitino.maintenance.node.id = file-node
-gravitino.maintenance.jobSubmitter.local.maxRunning = 7
+gravitino.maintenance.db = sqlite://from-file.db   # a comment after the value
+gravitino.maintenance.node.id = file-node	! a tab, then a comment
+gravitino.maintenance.jobSubmitter.local.maxRunning = 7 #
 gravitino.maintenance.scheduler.pollIntervalMs = 2500
 gravitino.maintenance.expand.enqueueBatchSize = 50
 gravitino.maintenance.task.compaction.minIntervalMs = 7200000
 gravitino.maintenance.catalog.prod.type = rest
-gravitino.maintenance.catalog.prod.uri = http://catalog:8181
+gravitino.maintenance.catalog.prod.uri = http://catalog:8181/#not-a-comment
+gravitino.maintenance.catalog.prod.warehouse = "s3://lake/ #kept" # quoted: the # inside is the value's
 gravitino.maintenance.catalog.lake.warehouseDir = /data/lake
 gravitino.maintenance.ircAuth.token = file:`+tokenFile+`
 gravitino.maintenance.gravitinoAuth.password = env:TMS_TEST_GRAVITINO_PW
@@ -71,7 +74,8 @@ gravitino.maintenance.gravitinoAuth.password = env:TMS_TEST_GRAVITINO_PW
 	require.NoError(t, err)
 	require.Equal(t, []coordinator.CatalogConfig{
 		{Name: "lake", WarehouseDir: "/data/lake"},
-		{Name: "prod", Properties: map[string]string{"type": "rest", "uri": "http://catalog:8181"}, Secrets: map[string]string{"token": "tok-from-file"}},
+		{Name: "prod", Properties: map[string]string{"type": "rest", "uri": "http://catalog:8181/#not-a-comment", "warehouse": "s3://lake/ #kept"},
+			Secrets: map[string]string{"token": "tok-from-file"}},
 	}, cats)
 	cool, err := minIntervalsByType(c, []string{"snapshot-expiry=30m"})
 	require.NoError(t, err)
@@ -79,6 +83,18 @@ gravitino.maintenance.gravitinoAuth.password = env:TMS_TEST_GRAVITINO_PW
 
 	_, err = mergeCatalogs([]coordinator.CatalogConfig{{Name: "prod", WarehouseDir: "/x"}}, cats)
 	require.ErrorContains(t, err, `catalog "prod" is configured both by flags and by the config file`)
+
+	// A bad quote or text after it is refused naming the file and line.
+	for text, want := range map[string]string{
+		"gravitino.maintenance.node.id = \"tms-a\n":           `bad.conf:1: key gravitino.maintenance.node.id: the value's opening quote is not closed`,
+		"\ngravitino.maintenance.node.id = \"tms-a\" tms-b\n": `bad.conf:2: key gravitino.maintenance.node.id: text "tms-b" after the value's closing quote`,
+		"gravitino.maintenance node.id = tms-a\n":             `bad.conf:1: want key = value`,
+	} {
+		bad := filepath.Join(t.TempDir(), "bad.conf")
+		require.NoError(t, os.WriteFile(bad, []byte(text), 0o600))
+		_, err := readConfigFile(bad)
+		require.ErrorContains(t, err, want)
+	}
 
 	// A key for a flag this command does not have is refused.
 	other := filepath.Join(dir, "other.conf")
@@ -109,4 +125,10 @@ func TestReadmeConfigExample(t *testing.T) {
 	require.Equal(t, "10s", c.flags["poll-interval"])
 	require.Equal(t, "s3://lake/", c.catalogs["prod"]["warehouse"])
 	require.Equal(t, "env:LAKE_KEY_ID", c.ircAuth["s3.access-key-id"])
+	require.Equal(t, "/var/log/tms", c.flags["log-dir"], "a trailing comment is not part of the value")
+	for _, m := range append([]map[string]string{c.flags, c.ircAuth}, slices.Collect(maps.Values(c.catalogs))...) {
+		for k, v := range m {
+			require.NotContains(t, v, "#", "%s = %q", k, v)
+		}
+	}
 }
