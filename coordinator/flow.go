@@ -230,9 +230,9 @@ func (f *Flow) cronJob(ctx context.Context, x *Execution) error {
 		f.skip(KindCronJob, "invalid policy", zap.Int64("policy", policyID), zap.Error(err))
 		return x.Complete(ctx, nil)
 	}
-	tbl, err := f.st.GetTable(ctx, tableID)
-	if errors.Is(err, store.ErrNotFound) {
-		f.skip(KindCronJob, "table gone", zap.Int64("table", tableID))
+	tbl, err := f.liveTable(ctx, tableID)
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, errSuperseded) {
+		f.skip(KindCronJob, "table gone", zap.Int64("table", tableID), zap.Error(err))
 		return x.Complete(ctx, nil)
 	}
 	if err != nil {
@@ -250,6 +250,28 @@ func (f *Flow) cronJob(ctx context.Context, x *Execution) error {
 		return f.deferUntil(ctx, x, KindCronJob, "cooldown", v.until, nil, fields...)
 	}
 	return f.start(ctx, x, KindCronJob, tbl, v.run, store.TriggerCron)
+}
+
+// errSuperseded is liveTable's error for a dropped and recreated table's
+// old row.
+var errSuperseded = errors.New("table was dropped and recreated")
+
+// liveTable returns table row id if it is its name's live incarnation (the
+// newest row): the old row of a dropped and recreated table gets no more
+// jobs, its name's new row does (policy-expand enqueues only live rows).
+func (f *Flow) liveTable(ctx context.Context, id int64) (store.Table, error) {
+	tbl, err := f.st.GetTable(ctx, id)
+	if err != nil {
+		return store.Table{}, err
+	}
+	cur, err := f.st.FindTable(ctx, tbl.Catalog, tbl.Namespace, tbl.Name)
+	if err != nil {
+		return store.Table{}, err
+	}
+	if cur.ID != tbl.ID {
+		return store.Table{}, fmt.Errorf("%w: table %d is now table %d (table-uuid %s)", errSuperseded, tbl.ID, cur.ID, cur.UUID)
+	}
+	return tbl, nil
 }
 
 // gated is one maintenance type to run: its policy and parsed content.
@@ -460,9 +482,9 @@ func (f *Flow) commitJob(ctx context.Context, x *Execution) error {
 		f.skip(KindCommitJob, "bad instance")
 		return x.Complete(ctx, nil)
 	}
-	tbl, err := f.st.GetTable(ctx, tableID)
-	if errors.Is(err, store.ErrNotFound) {
-		f.skip(KindCommitJob, "table gone", zap.Int64("table", tableID))
+	tbl, err := f.liveTable(ctx, tableID)
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, errSuperseded) {
+		f.skip(KindCommitJob, "table gone", zap.Int64("table", tableID), zap.Error(err))
 		return x.Complete(ctx, nil)
 	}
 	if err != nil {
@@ -545,10 +567,13 @@ func owedTypes(data []byte) ([]chain.Type, error) {
 
 // Sync makes every live policy's policy-expand row match it and registers
 // the tables under every enabled policy's attachments that the ledger does
-// not know yet (a table known by name is not loaded again: a dropped and
-// recreated table is caught by the runner's drift check, and registered
-// anew by the next commit event or `discover`). An attachment to a catalog
-// the coordinator is not configured with is logged and skipped.
+// not know yet. A table attachment's table is loaded every time, so a
+// dropped and recreated one is registered as its new row within one sync;
+// under a namespace or catalog attachment a table known by name is not
+// loaded again: its recreation is registered by the runner that finds the
+// table-uuid changed (the job fails, the next trigger runs on the new row),
+// by the catalog watcher, or by `discover`. An attachment to a catalog the
+// coordinator is not configured with is logged and skipped.
 func (f *Flow) Sync(ctx context.Context, sch store.Scheduler, now time.Time) error {
 	policies, err := f.pol.ListPolicies(ctx)
 	if err != nil {
@@ -587,10 +612,14 @@ func (f *Flow) register(ctx context.Context, obj store.PolicyObject) error {
 	}
 	target := Object{Catalog: obj.Catalog, Namespace: ns, Table: obj.Table}
 	if obj.Table != "" {
-		if _, err := f.st.FindTable(ctx, obj.Catalog, obj.Namespace, obj.Table); err == nil {
-			return nil
-		}
+		// One load per table attachment and interval: registering by
+		// table-uuid picks up a dropped and recreated table as a new row.
 		_, err := Discover(ctx, f.st, cat, target, f.cfg.Log)
+		if errors.Is(err, catalog.ErrNoSuchTable) {
+			if _, ferr := f.st.FindTable(ctx, obj.Catalog, obj.Namespace, obj.Table); ferr == nil {
+				return nil // dropped since it was registered: its jobs say so
+			}
+		}
 		return err
 	}
 	idents, _, err := catalogs.ListTables(ctx, cat, ns)

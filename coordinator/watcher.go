@@ -125,6 +125,9 @@ type WatchReport struct {
 	Enqueued int
 	// Gone counts tables the catalog no longer has.
 	Gone int
+	// Recreated counts tables whose table-uuid changed: their new
+	// incarnation was registered, to be primed at the next poll.
+	Recreated int
 	// Failed counts tables that could not be checked (catalog not
 	// configured or unreachable, load error) or whose enqueue failed; they
 	// are checked again at the next poll.
@@ -201,6 +204,8 @@ func (w *Watcher) Poll(ctx context.Context) (WatchReport, error) {
 					rep.Enqueued++
 				case watchGone:
 					rep.Gone++
+				case watchRecreated:
+					rep.Recreated++
 				case watchFailed:
 					fail(catName, 1, err)
 				}
@@ -214,9 +219,9 @@ func (w *Watcher) Poll(ctx context.Context) (WatchReport, error) {
 			zap.String("catalog", catName), zap.Int("tables", f.tables), zap.Error(f.first))
 	}
 	w.forget(tables)
-	if rep.Enqueued > 0 || rep.Failed > 0 || rep.Primed > 0 { // primed: a table newly watched
+	if rep.Enqueued > 0 || rep.Failed > 0 || rep.Primed > 0 || rep.Recreated > 0 { // primed: a table newly watched
 		w.cfg.Log.Info("catalog watcher polled", zap.Int("tables", rep.Tables), zap.Int("primed", rep.Primed),
-			zap.Int("enqueued", rep.Enqueued), zap.Int("gone", rep.Gone), zap.Int("failed", rep.Failed))
+			zap.Int("enqueued", rep.Enqueued), zap.Int("gone", rep.Gone), zap.Int("recreated", rep.Recreated), zap.Int("failed", rep.Failed))
 	}
 	return rep, ctx.Err()
 }
@@ -229,6 +234,7 @@ const (
 	watchEnqueued
 	watchGone
 	watchFailed
+	watchRecreated
 )
 
 // check loads one table and compares its metadata location with the last
@@ -246,6 +252,23 @@ func (w *Watcher) check(ctx context.Context, cat catalog.Catalog, t store.Table)
 	}
 	if err != nil {
 		return watchFailed, fmt.Errorf("load %s.%s: %w", t.Namespace, t.Name, err)
+	}
+	if uuid := tbl.Metadata().TableUUID().String(); uuid != t.UUID {
+		// Dropped and recreated: the new table is a new row, registered
+		// here and primed at the next poll (its first sight); the old row
+		// keeps its history and leaves the watched set.
+		ref := t.TableRef
+		ref.UUID = uuid
+		nrow, err := w.f.st.RegisterTable(ctx, ref)
+		if err != nil {
+			return watchFailed, fmt.Errorf("register the recreated table %s.%s: %w", t.Namespace, t.Name, err)
+		}
+		w.cfg.Log.Info("catalog watcher: table was dropped and recreated; registered the new table", zap.Int64("table", t.ID),
+			zap.Int64("new_table", nrow.ID), zap.String("name", t.Catalog+"."+t.Namespace+"."+t.Name), zap.String("table_uuid", uuid))
+		w.mu.Lock()
+		delete(w.seen, t.ID)
+		w.mu.Unlock()
+		return watchRecreated, nil
 	}
 	loc := tbl.MetadataLocation()
 	w.mu.Lock()

@@ -91,6 +91,7 @@ func commitJobs(t testing.TB, st store.Store) int {
 type watchBundle struct {
 	st                 store.Store
 	sch                store.Scheduler
+	cat                catalog.Catalog
 	watched, cronOnly  *table.Table
 	watchedID, cronID  int64
 	watcher            *coordinator.Watcher
@@ -105,7 +106,7 @@ func setupWatch(t *testing.T, backend string) *watchBundle {
 	cat, err := catalogs.OpenLocal(t.Context(), dir, true)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cat.(catalog.Closer).Close() })
-	b := &watchBundle{st: l.st, clock: coordinator.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	b := &watchBundle{st: l.st, cat: cat, clock: coordinator.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 	var row store.Table
 	b.watched, row = icebergTable(t, cat, l.st, catalogs.LocalName, "ns", "watched")
 	b.watchedID = row.ID
@@ -183,6 +184,37 @@ func TestWatcherTurnsACommitIntoOneCommitJob(t *testing.T) {
 			require.Equal(t, int64(1), b.coalesce.Load(), "the second enqueue found the pending row")
 		})
 	}
+}
+
+// TestWatcherRegistersARecreatedTable: a watched table dropped and
+// recreated under its name has a new table-uuid; the watcher registers the
+// new table as a new row (the old row stays), primes it at the next poll
+// and turns its commits into the new row's commit-job.
+func TestWatcherRegistersARecreatedTable(t *testing.T) {
+	t.Parallel()
+	b := setupWatch(t, store.BackendSQLite)
+	require.Equal(t, 1, b.poll(t).Primed)
+	ctx := t.Context()
+	require.NoError(t, b.cat.DropTable(ctx, table.Identifier{"ns", "watched"}))
+	tbl, err := b.cat.CreateTable(ctx, table.Identifier{"ns", "watched"}, commitSchema,
+		catalog.WithProperties(iceberg.Properties{"format-version": "2"}))
+	require.NoError(t, err)
+
+	require.Equal(t, coordinator.WatchReport{Tables: 2, Recreated: 1, Failed: 1}, b.poll(t))
+	cur, err := b.st.FindTable(ctx, catalogs.LocalName, "ns", "watched")
+	require.NoError(t, err)
+	require.NotEqual(t, b.watchedID, cur.ID)
+	require.Equal(t, tbl.Metadata().TableUUID().String(), cur.UUID)
+	old, err := b.st.GetTable(ctx, b.watchedID)
+	require.NoError(t, err)
+	require.NotEqual(t, cur.UUID, old.UUID, "the old row keeps its table-uuid")
+
+	require.Equal(t, coordinator.WatchReport{Tables: 2, Primed: 1, Failed: 1}, b.poll(t), "the new row is primed")
+	appendRow(t, tbl)
+	require.Equal(t, 1, b.poll(t).Enqueued)
+	_, err = b.sch.GetTask(ctx, coordinator.CommitJobKey(cur.ID))
+	require.NoError(t, err, "the commit-job is the new row's")
+	require.Zero(t, commitJobs(t, b.st)-1)
 }
 
 func TestWatcherRunPollsEveryInterval(t *testing.T) {

@@ -185,7 +185,18 @@ func (j *jobRun) checkIncarnation(ctx context.Context, ident table.Identifier, t
 		return fmt.Errorf("%w: table %s, but the job row's table is %s.%s", ErrInvalidSpec, j.spec.Table, row.Namespace, row.Name)
 	}
 	if uuid := tbl.Metadata().TableUUID().String(); uuid != row.UUID {
-		return fmt.Errorf("table %s was dropped and recreated: its table-uuid is %s, the job was planned for %s", j.spec.Table, uuid, row.UUID)
+		// The new incarnation is a new table row: registering it here lets
+		// the coordinator maintain it from its next trigger on, while this
+		// row (the old table's history) stays as it is.
+		ref := row.TableRef
+		ref.UUID = uuid
+		note := ""
+		if nrow, err := j.st.RegisterTable(ctx, ref); err != nil {
+			note = fmt.Sprintf(" (registering the new table failed: %v)", err)
+		} else {
+			note = fmt.Sprintf("; registered the new table as ledger table %d", nrow.ID)
+		}
+		return fmt.Errorf("table %s was dropped and recreated: its table-uuid is %s, the job was planned for %s%s", j.spec.Table, uuid, row.UUID, note)
 	}
 	return nil
 }
