@@ -18,6 +18,8 @@ func commands() []cli.Command {
 		{Name: "serve", Summary: "run the maintenance flow: schedule, claim, submit runners, reconcile (until SIGTERM)", Run: runServe},
 		{Name: "enqueue-commit", Summary: "tell the coordinator a table got a commit (upserts its commit-job)", Run: runEnqueueCommit},
 		{Name: "status", Summary: "queue depth per task kind, jobs in flight, and each table's last run with before/after metrics", Run: runStatus},
+		{Name: "jobs", Summary: "list, show and cancel maintenance jobs (the ledger's rows)", Run: runJobs},
+		{Name: "tables", Summary: "list the maintained tables and show one table's incarnations and job history", Run: runTables},
 		{Name: "policy", Summary: "create, alter, enable, disable, delete, attach, detach, list and show maintenance policies", Run: runPolicy},
 	}
 }

@@ -121,15 +121,4 @@ var metricRows = []struct {
 	{"partition-number", func(m sampler.Metrics) string { return fmt.Sprint(m.PartitionNumber) }},
 }
 
-func humanBytes(b float64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%.0f B", b)
-	}
-	div, exp := float64(unit), 0
-	for n := b / unit; n >= unit; n /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", b/div, "KMGTPE"[exp])
-}
+func humanBytes(b float64) string { return cli.HumanBytes(b) }

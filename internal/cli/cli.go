@@ -169,3 +169,18 @@ func report(name string, err error, stderr io.Writer) int {
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
+
+// HumanBytes renders a byte count with an IEC unit: 512 B, 1.5 KiB,
+// 12.3 MiB.
+func HumanBytes(b float64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%.0f B", b)
+	}
+	div, exp := float64(unit), 0
+	for n := b / unit; n >= unit; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", b/div, "KMGTPE"[exp])
+}

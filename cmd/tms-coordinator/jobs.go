@@ -1,0 +1,645 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/store"
+)
+
+// `tms-coordinator jobs list|show|cancel` and `tables list|show` read the
+// ledger directly (no serve node needed). jobs cancel closes the row in the
+// database: its fence is bumped first, so a runner of it, wherever it runs
+// or is queued, is fenced out at its next ledger write and commits nothing;
+// to have a node's submitter stop a running runner at once, use the HTTP
+// API (POST /v1/jobs/{id}/cancel) of the node that submitted it.
+
+const jobsUsage = `usage: tms-coordinator jobs COMMAND [flags]
+
+commands:
+  list     [--table CATALOG.NAMESPACE.TABLE] [--status S,S] [--in-flight|--finished] [--since 24h] [--limit N]
+  show     --id N     one job: status, reason, per-type outcomes, metrics before and after
+  cancel   --id N     close an in-flight job cancelled (fence bumped first: its runner is fenced out)
+
+every command takes --db (env TMS_DB) and --json
+`
+
+const tablesUsage = `usage: tms-coordinator tables COMMAND [flags]
+
+commands:
+  list     [--limit N]                      registered tables with their last job and latest metrics
+  show     --table CATALOG.NAMESPACE.TABLE  every incarnation of the table with its job history
+
+every command takes --db (env TMS_DB) and --json
+`
+
+// ledgerCmd is the shared setup of jobs and tables commands.
+type ledgerCmd struct {
+	env    cli.Env
+	fs     *pflag.FlagSet
+	db     string
+	asJSON bool
+}
+
+func newLedgerCmd(env cli.Env, group, sub string) *ledgerCmd {
+	c := &ledgerCmd{env: env, fs: cli.NewFlags("tms-coordinator", group+" "+sub, env.Stderr)}
+	c.fs.StringVar(&c.db, "db", dbFromEnv(), "database URL: postgres://… or sqlite://PATH (env TMS_DB)")
+	c.fs.BoolVar(&c.asJSON, "json", false, "print JSON")
+	return c
+}
+
+func (c *ledgerCmd) open(ctx context.Context) (store.Store, store.LedgerQueries, error) {
+	st, err := store.Open(ctx, c.db, c.env.Log)
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	q, err := store.LedgerQueriesOf(st)
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, err
+	}
+	return st, q, nil
+}
+
+func (c *ledgerCmd) printJSON(v any) error {
+	enc := json.NewEncoder(c.env.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// dispatch runs group's sub-command from env.Args.
+func dispatch(ctx context.Context, env cli.Env, group, usage string, cmds map[string]func(context.Context, cli.Env) error) error {
+	if len(env.Args) == 0 {
+		fmt.Fprint(env.Stderr, usage)
+		return cli.Usagef("missing %s command", group)
+	}
+	sub := env.Args[0]
+	if sub == "-h" || sub == "--help" || sub == "help" {
+		_, err := fmt.Fprint(env.Stdout, usage)
+		return err
+	}
+	run, ok := cmds[sub]
+	if !ok {
+		fmt.Fprint(env.Stderr, usage)
+		return cli.Usagef("unknown %s command %q", group, sub)
+	}
+	env.Args = env.Args[1:]
+	return run(ctx, env)
+}
+
+func runJobs(ctx context.Context, env cli.Env) error {
+	return dispatch(ctx, env, "jobs", jobsUsage, map[string]func(context.Context, cli.Env) error{
+		"list": jobsList, "show": jobsShow, "cancel": jobsCancel,
+	})
+}
+
+func runTables(ctx context.Context, env cli.Env) error {
+	return dispatch(ctx, env, "tables", tablesUsage, map[string]func(context.Context, cli.Env) error{
+		"list": tablesList, "show": tablesShow,
+	})
+}
+
+// jobLine is a job row as the jobs and tables commands print it.
+type jobLine struct {
+	ID         int64           `json:"id"`
+	Table      string          `json:"table"`
+	TableID    int64           `json:"table_id"`
+	PolicyID   int64           `json:"policy_id"`
+	Types      []string        `json:"types"`
+	Trigger    string          `json:"trigger"`
+	Status     string          `json:"status"`
+	Error      string          `json:"error,omitempty"`
+	Node       string          `json:"node,omitempty"`
+	JobID      string          `json:"external_job_id,omitempty"`
+	Fence      int64           `json:"fence"`
+	BeforeSnap *int64          `json:"before_snapshot_id"`
+	AfterSnap  *int64          `json:"after_snapshot_id"`
+	CreatedAt  time.Time       `json:"created_at"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Outcomes   json.RawMessage `json:"outcomes,omitempty"`
+	// MetricsBefore and MetricsAfter are the metrics recorded at the
+	// before and after snapshots (jobs show only).
+	MetricsBefore json.RawMessage `json:"metrics_before,omitempty"`
+	MetricsAfter  json.RawMessage `json:"metrics_after,omitempty"`
+}
+
+// tableNames caches table rows' names.
+type tableNames struct {
+	st    store.Store
+	names map[int64]string
+}
+
+func (n *tableNames) of(ctx context.Context, id int64) string {
+	if n.names == nil {
+		n.names = map[int64]string{}
+	}
+	if s, ok := n.names[id]; ok {
+		return s
+	}
+	s := fmt.Sprintf("(table %d)", id)
+	if t, err := n.st.GetTable(ctx, id); err == nil {
+		s = t.Catalog + "." + t.Namespace + "." + t.Name
+	}
+	n.names[id] = s
+	return s
+}
+
+func lineOf(j store.Job, table string) jobLine {
+	l := jobLine{ID: j.ID, Table: table, TableID: j.TableID, PolicyID: j.PolicyID, Types: j.Types, Trigger: string(j.Trigger),
+		Status: string(j.Status), Error: j.Error, Node: j.Node, JobID: j.JobID, Fence: j.Fence, BeforeSnap: j.BeforeSnapshotID,
+		AfterSnap: j.AfterSnapshotID, CreatedAt: j.CreatedAt, Outcomes: j.Outcomes}
+	if !j.StartedAt.IsZero() {
+		at := j.StartedAt
+		l.StartedAt = &at
+	}
+	if !j.FinishedAt.IsZero() {
+		at := j.FinishedAt
+		l.FinishedAt = &at
+	}
+	return l
+}
+
+// took is how long the job ran (or has been in flight).
+func (l jobLine) took(now time.Time) string {
+	end := now
+	if l.FinishedAt != nil {
+		end = *l.FinishedAt
+	}
+	return end.Sub(l.CreatedAt).Round(time.Millisecond).String()
+}
+
+func printJobLines(w io.Writer, lines []jobLine, withTable bool) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := "JOB\tTABLE\tTYPES\tTRIGGER\tSTATUS\tCREATED\tTOOK\tNODE\tREASON"
+	if !withTable {
+		head = strings.Replace(head, "TABLE\t", "", 1)
+	}
+	fmt.Fprintln(tw, head)
+	now := time.Now()
+	for _, l := range lines {
+		cols := []string{strconv.FormatInt(l.ID, 10), l.Table, strings.Join(l.Types, ","), l.Trigger, l.Status,
+			l.CreatedAt.Format(time.RFC3339), l.took(now), cmp.Or(l.Node, "-"), cmp.Or(oneLine(l.Error, 100), "-")}
+		if !withTable {
+			cols = append(cols[:1], cols[2:]...)
+		}
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	}
+	if len(lines) == 0 {
+		fmt.Fprintln(tw, "(none)")
+	}
+	return tw.Flush()
+}
+
+// oneLine shortens s to one line of at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func jobsList(ctx context.Context, env cli.Env) error {
+	c := newLedgerCmd(env, "jobs", "list")
+	var (
+		tableName, statuses, since string
+		inFlight, finished         bool
+		limit                      int
+	)
+	c.fs.StringVar(&tableName, "table", "", "only this table's jobs (CATALOG.NAMESPACE.TABLE, its live incarnation)")
+	c.fs.StringVar(&statuses, "status", "", "only jobs in these statuses, comma-separated ("+joinStatuses()+")")
+	c.fs.BoolVar(&inFlight, "in-flight", false, "only jobs in flight")
+	c.fs.BoolVar(&finished, "finished", false, "only finished jobs")
+	c.fs.StringVar(&since, "since", "", "only jobs created since: RFC 3339 or a duration before now (24h)")
+	c.fs.IntVar(&limit, "limit", 50, fmt.Sprintf("at most this many jobs, newest first (1 to %d)", store.MaxQueryLimit))
+	if err := cli.Parse(c.fs, env.Args); err != nil {
+		return err
+	}
+	q := store.JobQuery{Limit: limit}
+	switch {
+	case limit < 1 || limit > store.MaxQueryLimit:
+		return cli.Usagef("--limit must be 1 to %d, got %d", store.MaxQueryLimit, limit)
+	case inFlight && finished:
+		return cli.Usagef("give --in-flight or --finished, not both")
+	case inFlight || finished:
+		q.InFlight = &inFlight
+	}
+	for s := range strings.SplitSeq(statuses, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(store.JobStatuses(), store.JobStatus(s)) {
+			return cli.Usagef("--status: unknown status %q; want %s", s, joinStatuses())
+		}
+		q.Statuses = append(q.Statuses, store.JobStatus(s))
+	}
+	if since != "" {
+		t, err := parseSince(since, time.Now())
+		if err != nil {
+			return cli.Usagef("--since: %v", err)
+		}
+		q.Since = t
+	}
+	st, lq, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if tableName != "" {
+		t, err := findTable(ctx, st, tableName)
+		if err != nil {
+			return err
+		}
+		q.TableID = t.ID
+	}
+	jobs, err := lq.QueryJobs(ctx, q)
+	if err != nil {
+		return classify(err)
+	}
+	names := &tableNames{st: st}
+	lines := make([]jobLine, 0, len(jobs))
+	for _, j := range jobs {
+		lines = append(lines, lineOf(j, names.of(ctx, j.TableID)))
+	}
+	if c.asJSON {
+		return c.printJSON(lines)
+	}
+	return printJobLines(env.Stdout, lines, true)
+}
+
+func jobsShow(ctx context.Context, env cli.Env) error {
+	c := newLedgerCmd(env, "jobs", "show")
+	var id int64
+	c.fs.Int64Var(&id, "id", 0, "the job row id (required)")
+	if err := cli.Parse(c.fs, env.Args); err != nil {
+		return err
+	}
+	if id <= 0 {
+		return cli.Usagef("--id is required: a job row id (jobs list shows them)")
+	}
+	st, _, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	j, err := st.GetJob(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return cli.Usagef("no job %d in the ledger", id)
+	}
+	if err != nil {
+		return err
+	}
+	l := lineOf(j, (&tableNames{st: st}).of(ctx, j.TableID))
+	ms, err := st.ListSnapshotMetrics(ctx, j.TableID)
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if m.PolicyID != j.PolicyID {
+			continue
+		}
+		if j.BeforeSnapshotID != nil && m.SnapshotID == *j.BeforeSnapshotID {
+			l.MetricsBefore = m.Value
+		}
+		if j.AfterSnapshotID != nil && m.SnapshotID == *j.AfterSnapshotID {
+			l.MetricsAfter = m.Value
+		}
+	}
+	if c.asJSON {
+		return c.printJSON(l)
+	}
+	w := env.Stdout
+	snap := func(p *int64) string {
+		if p == nil {
+			return "-"
+		}
+		return strconv.FormatInt(*p, 10)
+	}
+	fmt.Fprintf(w, "job %d on %s (table row %d)\n", l.ID, l.Table, l.TableID)
+	fmt.Fprintf(w, "  types:     %s (%s, policy %d)\n", strings.Join(l.Types, ","), l.Trigger, l.PolicyID)
+	fmt.Fprintf(w, "  status:    %s\n", l.Status)
+	if l.Error != "" {
+		fmt.Fprintf(w, "  reason:    %s\n", l.Error)
+	}
+	fmt.Fprintf(w, "  node:      %s   external id: %s   fence: %d\n", cmp.Or(l.Node, "-"), cmp.Or(l.JobID, "-"), l.Fence)
+	fmt.Fprintf(w, "  created:   %s   took: %s\n", l.CreatedAt.Format(time.RFC3339), l.took(time.Now()))
+	fmt.Fprintf(w, "  snapshots: %s → %s\n", snap(l.BeforeSnap), snap(l.AfterSnap))
+	var outs []struct {
+		Type, Outcome, Reason, Error string
+		DurationMs                   int64 `json:"duration_ms"`
+	}
+	if len(l.Outcomes) > 0 && json.Unmarshal(l.Outcomes, &outs) == nil {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  TYPE\tOUTCOME\tTOOK\tREASON")
+		for _, o := range outs {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", o.Type, o.Outcome, (time.Duration(o.DurationMs) * time.Millisecond).String(),
+				cmp.Or(oneLine(cmp.Or(o.Error, o.Reason), 120), "-"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if l.MetricsBefore != nil || l.MetricsAfter != nil {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  METRIC\tBEFORE\tAFTER")
+		for _, k := range []string{"data-file-number", "small-file-number", "data-file-mse", "delete-file-number", "total-file-size",
+			"manifest-number", "snapshot-number"} {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", k, metric(l.MetricsBefore, k), metric(l.MetricsAfter, k))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// metric renders key of a metrics object, sizes in IEC units.
+func metric(raw json.RawMessage, key string) string {
+	var m map[string]any
+	if raw == nil || json.Unmarshal(raw, &m) != nil || m[key] == nil {
+		return "-"
+	}
+	if f, ok := m[key].(float64); ok && strings.HasSuffix(key, "-size") {
+		return cli.HumanBytes(f)
+	}
+	return fmt.Sprint(m[key])
+}
+
+func jobsCancel(ctx context.Context, env cli.Env) error {
+	c := newLedgerCmd(env, "jobs", "cancel")
+	var id int64
+	c.fs.Int64Var(&id, "id", 0, "the job row id (required)")
+	if err := cli.Parse(c.fs, env.Args); err != nil {
+		return err
+	}
+	if id <= 0 {
+		return cli.Usagef("--id is required: a job row id (jobs list --in-flight shows them)")
+	}
+	st, _, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	j, err := st.GetJob(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return cli.Usagef("no job %d in the ledger", id)
+	}
+	if err != nil {
+		return err
+	}
+	if !j.InFlight() {
+		return cli.Usagef("job %d already finished: status %s at %s; nothing to cancel", j.ID, j.Status, j.FinishedAt.Format(time.RFC3339))
+	}
+	fence, err := st.BumpFence(ctx, id)
+	if err != nil {
+		return err
+	}
+	reason := "cancelled from the command line (tms-coordinator jobs cancel); its runner, queued or running, is fenced out"
+	err = st.FinishJob(ctx, id, fence, store.Finish{Status: store.StatusCancelled, Error: reason})
+	if errors.Is(err, store.ErrStaleFence) {
+		cur, gerr := st.GetJob(ctx, id)
+		if gerr == nil && !cur.InFlight() {
+			return cli.Usagef("job %d finished meanwhile: status %s; nothing to cancel", id, cur.Status)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	j, err = st.GetJob(ctx, id)
+	if err != nil {
+		return err
+	}
+	l := lineOf(j, (&tableNames{st: st}).of(ctx, j.TableID))
+	if c.asJSON {
+		return c.printJSON(l)
+	}
+	_, err = fmt.Fprintf(env.Stdout, "cancelled job %d on %s (fence now %d)\n", l.ID, l.Table, l.Fence)
+	return err
+}
+
+// tableLine is a registered table as `tables` prints it.
+type tableLine struct {
+	ID        int64           `json:"id"`
+	Table     string          `json:"table"`
+	UUID      string          `json:"table_uuid"`
+	Live      bool            `json:"live"`
+	CreatedAt time.Time       `json:"created_at"`
+	LastJob   *jobLine        `json:"last_job,omitempty"`
+	Metrics   json.RawMessage `json:"metrics,omitempty"`
+	Jobs      []jobLine       `json:"jobs,omitempty"`
+}
+
+func tableLineOf(ts store.TableStatus, live bool) tableLine {
+	name := ts.Catalog + "." + ts.Namespace + "." + ts.Name
+	l := tableLine{ID: ts.ID, Table: name, UUID: ts.UUID, Live: live, CreatedAt: ts.CreatedAt}
+	if ts.LastJob != nil {
+		jl := lineOf(*ts.LastJob, name)
+		l.LastJob = &jl
+	}
+	if ts.Metrics != nil {
+		l.Metrics = ts.Metrics.Value
+	}
+	return l
+}
+
+// allTableStatus pages through every registered table.
+func allTableStatus(ctx context.Context, lq store.LedgerQueries, keep func(store.TableStatus) bool, limit int) ([]store.TableStatus, error) {
+	var out []store.TableStatus
+	for after := int64(0); ; {
+		page, err := lq.ListTableStatus(ctx, after, store.MaxQueryLimit)
+		if err != nil {
+			return nil, err
+		}
+		for _, ts := range page {
+			if keep(ts) {
+				out = append(out, ts)
+			}
+			after = ts.ID
+		}
+		if len(page) < store.MaxQueryLimit || (limit > 0 && len(out) >= limit) {
+			break
+		}
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// liveIDs marks, of ts, the newest row of each name.
+func liveIDs(ts []store.TableStatus) map[int64]bool {
+	newest := map[string]int64{}
+	for _, t := range ts {
+		k := t.Catalog + "\x00" + t.Namespace + "\x00" + t.Name
+		newest[k] = max(newest[k], t.ID)
+	}
+	live := map[int64]bool{}
+	for _, id := range newest {
+		live[id] = true
+	}
+	return live
+}
+
+func tablesList(ctx context.Context, env cli.Env) error {
+	c := newLedgerCmd(env, "tables", "list")
+	var limit int
+	c.fs.IntVar(&limit, "limit", 1000, "at most this many tables, by id")
+	if err := cli.Parse(c.fs, env.Args); err != nil {
+		return err
+	}
+	if limit < 1 {
+		return cli.Usagef("--limit must be positive, got %d", limit)
+	}
+	st, lq, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	all, err := allTableStatus(ctx, lq, func(store.TableStatus) bool { return true }, 0)
+	if err != nil {
+		return err
+	}
+	live := liveIDs(all)
+	var lines []tableLine
+	for _, ts := range all {
+		if live[ts.ID] && len(lines) < limit {
+			lines = append(lines, tableLineOf(ts, true))
+		}
+	}
+	if c.asJSON {
+		return c.printJSON(lines)
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tROW\tFILES\tSMALL\tBYTES\tSNAPSHOTS\tLAST JOB\tSTATUS\tFINISHED")
+	for _, l := range lines {
+		last, status, fin := "-", "-", "-"
+		if l.LastJob != nil {
+			last, status = fmt.Sprintf("%d %s", l.LastJob.ID, strings.Join(l.LastJob.Types, ",")), l.LastJob.Status
+			if l.LastJob.FinishedAt != nil {
+				fin = l.LastJob.FinishedAt.Format(time.RFC3339)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Table, l.ID, metric(l.Metrics, "data-file-number"),
+			metric(l.Metrics, "small-file-number"), metric(l.Metrics, "total-file-size"), metric(l.Metrics, "snapshot-number"), last, status, fin)
+	}
+	if len(lines) == 0 {
+		fmt.Fprintln(tw, "(none)")
+	}
+	return tw.Flush()
+}
+
+func tablesShow(ctx context.Context, env cli.Env) error {
+	c := newLedgerCmd(env, "tables", "show")
+	var (
+		name  string
+		limit int
+	)
+	c.fs.StringVar(&name, "table", "", "the table, CATALOG.NAMESPACE.TABLE (required)")
+	c.fs.IntVar(&limit, "limit", 50, fmt.Sprintf("jobs per incarnation, newest first (1 to %d)", store.MaxQueryLimit))
+	if err := cli.Parse(c.fs, env.Args); err != nil {
+		return err
+	}
+	if limit < 1 || limit > store.MaxQueryLimit {
+		return cli.Usagef("--limit must be 1 to %d, got %d", store.MaxQueryLimit, limit)
+	}
+	st, lq, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	live, err := findTable(ctx, st, name)
+	if err != nil {
+		return err
+	}
+	incs, err := allTableStatus(ctx, lq, func(ts store.TableStatus) bool {
+		return ts.Catalog == live.Catalog && ts.Namespace == live.Namespace && ts.Name == live.Name
+	}, 0)
+	if err != nil {
+		return err
+	}
+	var lines []tableLine
+	for i := len(incs) - 1; i >= 0; i-- { // newest incarnation first
+		l := tableLineOf(incs[i], incs[i].ID == live.ID)
+		jobs, err := lq.QueryJobs(ctx, store.JobQuery{TableID: l.ID, Limit: limit})
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			l.Jobs = append(l.Jobs, lineOf(j, l.Table))
+		}
+		lines = append(lines, l)
+	}
+	if c.asJSON {
+		return c.printJSON(lines)
+	}
+	for i, l := range lines {
+		state := "live"
+		if !l.Live {
+			state = "dropped and recreated since (history kept)"
+		}
+		if i > 0 {
+			fmt.Fprintln(env.Stdout)
+		}
+		fmt.Fprintf(env.Stdout, "%s  row %d  table-uuid %s  registered %s  (%s)\n", l.Table, l.ID, l.UUID, l.CreatedAt.Format(time.RFC3339), state)
+		if l.Metrics != nil {
+			fmt.Fprintf(env.Stdout, "  now: %s data files (%s small), %s, %s delete files, %s manifests, %s snapshots\n",
+				metric(l.Metrics, "data-file-number"), metric(l.Metrics, "small-file-number"), metric(l.Metrics, "total-file-size"),
+				metric(l.Metrics, "delete-file-number"), metric(l.Metrics, "manifest-number"), metric(l.Metrics, "snapshot-number"))
+		}
+		if err := printJobLines(env.Stdout, l.Jobs, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// findTable returns the live row of CATALOG.NAMESPACE.TABLE, or a usage
+// error naming it.
+func findTable(ctx context.Context, st store.Store, name string) (store.Table, error) {
+	ident, err := catalogs.ParseIdent(name)
+	if err != nil || len(ident) < 3 {
+		return store.Table{}, cli.Usagef("--table %q: want CATALOG.NAMESPACE.TABLE", name)
+	}
+	t, err := st.FindTable(ctx, ident[0], strings.Join(ident[1:len(ident)-1], "."), ident[len(ident)-1])
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Table{}, cli.Usagef("--table %s: no such table in the ledger", name)
+	}
+	return t, err
+}
+
+func joinStatuses() string {
+	var s []string
+	for _, st := range store.JobStatuses() {
+		s = append(s, string(st))
+	}
+	return strings.Join(s, ", ")
+}
+
+// parseSince reads RFC 3339 or a duration before now.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("duration %q must not be negative", s)
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 nor a duration like 24h", s)
+	}
+	return t, nil
+}
