@@ -163,15 +163,21 @@ func scanPgJob(row pgx.Row) (Job, error) {
 // CreateJob inserts a pending job row; the partial unique index turns a
 // second in-flight row into ErrInFlight.
 func (s *postgresStore) CreateJob(ctx context.Context, nj NewJob) (Job, error) {
+	return pgInsertJob(ctx, s.pool, nj, s.now())
+}
+
+// pgInsertJob inserts a pending job row through db (the pool, or the
+// transaction of a guarded completion), so the two cannot drift.
+func pgInsertJob(ctx context.Context, db pgDB, nj NewJob, now time.Time) (Job, error) {
 	types, err := validateNewJob(nj)
 	if err != nil {
 		return Job{}, err
 	}
-	j, err := scanPgJob(s.pool.QueryRow(ctx, `
+	j, err := scanPgJob(db.QueryRow(ctx, `
 		INSERT INTO table_maintenance_job (job_id, table_id, policy_id, types, "trigger", status, fence, spec, created_at, node)
 		VALUES (nullif($1, ''), $2, $3, $4, $5, $6, 1, $7::jsonb, $8, nullif($9, ''))
 		RETURNING `+pgJobCols,
-		nj.JobID, nj.TableID, nj.PolicyID, types, string(nj.Trigger), string(StatusPending), nullJSON(nj.Spec), utc(s.now()), nj.Node))
+		nj.JobID, nj.TableID, nj.PolicyID, types, string(nj.Trigger), string(StatusPending), nullJSON(nj.Spec), utc(now), nj.Node))
 	if err != nil {
 		return Job{}, pgJobInsertError(nj, err)
 	}

@@ -479,19 +479,7 @@ type pgTxWriter struct {
 }
 
 func (w *pgTxWriter) CreateJob(ctx context.Context, nj NewJob) (Job, error) {
-	types, err := validateNewJob(nj)
-	if err != nil {
-		return Job{}, err
-	}
-	j, err := scanPgJob(w.tx.QueryRow(ctx, `
-		INSERT INTO table_maintenance_job (job_id, table_id, policy_id, types, "trigger", status, fence, spec, created_at)
-		VALUES (nullif($1, ''), $2, $3, $4, $5, $6, 1, $7::jsonb, $8)
-		RETURNING `+pgJobCols,
-		nj.JobID, nj.TableID, nj.PolicyID, types, string(nj.Trigger), string(StatusPending), nullJSON(nj.Spec), utc(w.s.now())))
-	if err != nil {
-		return Job{}, pgJobInsertError(nj, err)
-	}
-	return j, nil
+	return pgInsertJob(ctx, w.tx, nj, w.s.now())
 }
 
 func (w *pgTxWriter) ScheduleTask(ctx context.Context, t NewTask, now time.Time) (bool, error) {

@@ -29,8 +29,8 @@ func smallFilesTable(t *testing.T, dir string, ident table.Identifier, n int, dr
 	defer cat.(catalog.Closer).Close()
 	if drop {
 		require.NoError(t, cat.DropTable(ctx, ident))
-	} else {
-		require.NoError(t, cat.CreateNamespace(ctx, ident[:1], nil))
+	} else if err := cat.CreateNamespace(ctx, ident[:1], nil); err != nil {
+		require.ErrorIs(t, err, catalog.ErrNamespaceAlreadyExists)
 	}
 	tbl, err := cat.CreateTable(ctx, ident, testdata.Schema())
 	require.NoError(t, err)

@@ -220,6 +220,19 @@ func runServe(ctx context.Context, env cli.Env) error {
 	if errors.Is(err, coordinator.ErrWatchdog) {
 		return cli.ExitError{Code: exitWatchdog, Err: err}
 	}
+	// A graceful stop: the submitter drops its queued jobs (they end
+	// cancelled) and waits for its runners; their rows, which no runner
+	// will close, are closed now rather than left for another node.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if cerr := sub.Close(cctx); cerr != nil {
+		env.Log.Warn("submitter close", zap.Error(cerr))
+	}
+	if rep, serr := rec.Sweep(cctx); serr != nil {
+		env.Log.Warn("shutdown reconcile failed; another node's reconciler closes what is left", zap.Error(serr))
+	} else if n := rep.Closed[store.StatusCancelled] + rep.Closed[store.StatusFailed] + rep.Closed[store.StatusLost]; n > 0 {
+		env.Log.Info("shutdown reconcile closed rows", zap.Int("closed", n))
+	}
 	return err
 }
 

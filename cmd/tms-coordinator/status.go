@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -261,7 +262,7 @@ func printStatus(env cli.Env, out statusOutput) error {
 	if len(out.Nodes) == 0 {
 		fmt.Fprintln(tw, "(none)\t\t\t")
 	}
-	fmt.Fprintln(tw, "\t\t\t")
+	tw = nextSection(tw, env.Stdout)
 	fmt.Fprintln(tw, "QUEUE\tTOTAL\tDUE\tPICKED")
 	for _, k := range out.Queue {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", k.Name, k.Total, k.Due, k.Picked)
@@ -269,7 +270,7 @@ func printStatus(env cli.Env, out statusOutput) error {
 	if len(out.Queue) == 0 {
 		fmt.Fprintln(tw, "(empty)\t\t\t")
 	}
-	fmt.Fprintln(tw, "\t\t\t")
+	tw = nextSection(tw, env.Stdout)
 	fmt.Fprintln(tw, "IN FLIGHT\tTABLE\tTYPES\tSTATUS\tSINCE\tNODE\tEXTERNAL ID")
 	for _, j := range out.InFlight {
 		node := cmp.Or(j.Node, "-")
@@ -282,7 +283,7 @@ func printStatus(env cli.Env, out statusOutput) error {
 	if len(out.InFlight) == 0 {
 		fmt.Fprintln(tw, "(none)\t\t\t\t\t\t")
 	}
-	fmt.Fprintln(tw, "\t\t\t\t\t\t")
+	tw = nextSection(tw, env.Stdout)
 	fmt.Fprintln(tw, "NEXT DUE\tKIND\tTABLE\tPOLICY\tSTATE")
 	for _, d := range out.NextDue {
 		state := "due in " + d.Due.Sub(now).Round(time.Second).String()
@@ -297,7 +298,7 @@ func printStatus(env cli.Env, out statusOutput) error {
 	if len(out.NextDue) == 0 {
 		fmt.Fprintln(tw, "(none)\t\t\t\t")
 	}
-	fmt.Fprintln(tw, "\t\t\t\t")
+	tw = nextSection(tw, env.Stdout)
 	fmt.Fprintln(tw, "TABLE\tLAST JOB\tTRIGGER\tTYPES\tSTATUS\tFILES\tBYTES\tSNAPSHOT")
 	var failed []statusJob
 	for _, j := range out.Tables {
@@ -320,6 +321,14 @@ func printStatus(env cli.Env, out statusOutput) error {
 		}
 	}
 	return nil
+}
+
+// nextSection flushes one section's table and starts the next after a
+// blank line, so each section sizes its own columns.
+func nextSection(tw *tabwriter.Writer, w io.Writer) *tabwriter.Writer {
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 }
 
 // beforeAfter renders metric key as "before → after" from the job's rows,

@@ -40,6 +40,7 @@ func ExerciseTasks(t *testing.T, open func(t *testing.T) store.Store) {
 		"ConcurrentRescueOnce":           exerciseConcurrentRescue,
 		"Nodes":                          exerciseNodes,
 		"FinishedJobWakesWaiters":        exerciseWaitForTable,
+		"CompleteWithCreatesJobOfNode":   exerciseCompleteWithJobNode,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -550,4 +551,32 @@ func exerciseWaitForTable(t *testing.T, b *taskBundle) {
 	require.NoError(t, err)
 	require.NoError(t, finish(j, j.Fence, b.now.Add(3*time.Minute)))
 	require.Equal(t, fallback, b.get(t, "cron-job", "waits").ExecutionTime)
+}
+
+// A job row created in a guarded completion (the flow's path) records its
+// node and obeys the one-in-flight-per-table index like CreateJob.
+func exerciseCompleteWithJobNode(t *testing.T, b *taskBundle) {
+	tbl, err := b.st.RegisterTable(b.ctx, store.TableRef{Catalog: "c", Namespace: "ns", Name: "t", UUID: "u"})
+	require.NoError(t, err)
+	b.schedule(t, "cron-job", "a", b.now)
+	b.schedule(t, "cron-job", "b", b.now)
+	claims := b.claim(t, "node-7", 2, "cron-job")
+	require.Len(t, claims, 2)
+	var j store.Job
+	require.NoError(t, b.s.CompleteTaskWith(b.ctx, claims[0], store.Completion{Action: store.CompleteDelete, Now: b.now},
+		func(ctx context.Context, tx store.TxWriter) error {
+			j, err = tx.CreateJob(ctx, store.NewJob{TableID: tbl.ID, PolicyID: 1, Types: []string{"compaction"}, Trigger: store.TriggerCron, Node: "node-7"})
+			return err
+		}))
+	require.Equal(t, "node-7", j.Node)
+	got, err := b.st.GetJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, "node-7", got.Node)
+	err = b.s.CompleteTaskWith(b.ctx, claims[1], store.Completion{Action: store.CompleteDelete, Now: b.now},
+		func(ctx context.Context, tx store.TxWriter) error {
+			_, err := tx.CreateJob(ctx, store.NewJob{TableID: tbl.ID, PolicyID: 2, Types: []string{"snapshot-expiry"}, Trigger: store.TriggerCron, Node: "node-7"})
+			return err
+		})
+	require.ErrorIs(t, err, store.ErrInFlight)
+	require.Equal(t, "b", b.get(t, "cron-job", "b").Instance, "the losing completion wrote nothing: its row stays")
 }
