@@ -72,7 +72,7 @@ demo: build ## Build the test tables into a temp folder, replay the maintenance 
 	      --ledger "sqlite://$$dir/ledger.db" || status=1; \
 	  done; exit $$status
 
-bench: dbcheck build $(WEED) $(WEED_TOUCH) ## Benchmarks: sampler vs PlanFiles, ledger rows/s, scheduler vs River, policy expand vs bare insert, commit enqueues, webhook ingest, commit→claim latency, compaction ratios, verifier and read-check shares, orphan planning vs iceberg-go, chain overhead %, busy-table soak, peak RSS of the first compaction of 200 files × RSS_ROWS rows.
+bench: dbcheck build $(WEED) $(WEED_TOUCH) ## Benchmarks: sampler vs PlanFiles, ledger rows/s, scheduler vs River, policy expand vs bare insert, commit enqueues, webhook ingest, commit→claim latency, compaction ratios, verifier and read-check shares, orphan planning vs iceberg-go, chain overhead %, busy-table soak, colliding policies' scheduling delay, peak RSS of the first compaction of 200 files × RSS_ROWS rows.
 	$(GO) test -run '^$$' -bench 'Sample|PlanFiles' -benchtime $(BENCH_TIME) -timeout 30m ./sampler/
 	$(GO) test -run '^$$' -bench Ledger -benchtime $(LEDGER_ROWS)x -timeout 30m ./store/
 	@# Scheduler drain vs River on the same PostgreSQL, each in its own schema (tms_bench, river_bench).
@@ -87,6 +87,8 @@ bench: dbcheck build $(WEED) $(WEED_TOUCH) ## Benchmarks: sampler vs PlanFiles, 
 	$(GO) test -run '^$$' -bench WebhookIngest -benchtime 20000x -timeout 10m ./coordinator/httpapi/
 	$(GO) test -run '^$$' -bench CommitToClaimNotify -benchtime 500x -timeout 10m ./coordinator/
 	$(GO) test -run '^$$' -bench CommitToClaimPoll10s -benchtime 12x -timeout 10m ./coordinator/
+	@# 1,000 tables × 4 policies due at one instant on 2 nodes: delay from the instant to each job's start.
+	$(GO) test -run '^$$' -bench CollidingPolicies1000x4 -benchtime 1x -timeout 20m ./coordinator/
 	$(GO) test -run '^$$' -bench 'Compaction200x10k|PartitionedGroups' -benchtime 4x -timeout 30m ./chain/
 	$(GO) test -run '^$$' -bench OrphanPlanning -benchtime 4x -timeout 30m ./chain/
 	@# Pre-commit verifier and faithful-read footer check as shares of compaction time (200×10k: see Compaction200x10k above).

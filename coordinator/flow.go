@@ -212,6 +212,14 @@ func (f *Flow) cronJob(ctx context.Context, x *Execution) error {
 		f.skip(KindCronJob, "bad instance")
 		return x.Complete(ctx, nil)
 	}
+	// A busy table is the common case when policies collide: defer before
+	// reading the policy and the table.
+	if busy, err := f.busy(ctx, tableID); err != nil || busy {
+		if err != nil {
+			return err
+		}
+		return f.deferBusy(ctx, x, KindCronJob, tableID, zap.Int64("table", tableID), zap.Int64("policy", policyID))
+	}
 	p, err := f.pol.GetPolicyByID(ctx, policyID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && (p.Deleted() || !p.Enabled)) {
 		f.skip(KindCronJob, "policy disabled", zap.Int64("policy", policyID))
@@ -244,8 +252,6 @@ func (f *Flow) cronJob(ctx context.Context, x *Execution) error {
 	}
 	fields := []zap.Field{zap.Int64("table", tableID), zap.Int64("policy", policyID)}
 	switch {
-	case v.busy:
-		return f.deferBusy(ctx, x, KindCronJob, tbl.ID, fields...)
 	case len(v.run) == 0:
 		return f.deferUntil(ctx, x, KindCronJob, "cooldown", v.until, nil, fields...)
 	}
@@ -282,26 +288,23 @@ type gated struct {
 
 // verdict is what gate decided for one table.
 type verdict struct {
-	// busy: a job is in flight on the table, so nothing runs now.
-	busy bool
 	// run are the types that may run now; cooling the ones inside their
 	// cooldown, which ends for the first of them at until.
 	run, cooling []gated
 	until        time.Time
 }
 
-// gate says which of types may run on the table now: none while a job is
-// in flight on it (busy), and of the others those outside their cooldown.
-// The check is a fast path: the partial unique index over in-flight rows
+// busy reports whether the table has a job in flight. The handlers ask
+// first, as a fast path: the partial unique index over in-flight rows
 // decides (start turns losing that race into a deferral too).
-func (f *Flow) gate(ctx context.Context, tableID int64, types []gated, now time.Time) (verdict, error) {
+func (f *Flow) busy(ctx context.Context, tableID int64) (bool, error) {
 	open, err := f.st.TableInFlightJobs(ctx, tableID)
-	if err != nil {
-		return verdict{}, err
-	}
-	if len(open) > 0 {
-		return verdict{busy: true}, nil
-	}
+	return len(open) > 0, err
+}
+
+// gate says which of types may run on the table now (the table was found
+// free): those outside their cooldown.
+func (f *Flow) gate(ctx context.Context, tableID int64, types []gated, now time.Time) (verdict, error) {
 	var v verdict
 	for _, g := range types {
 		end, err := f.coolingUntil(ctx, tableID, g, now)
@@ -332,8 +335,7 @@ func (f *Flow) deferBusy(ctx context.Context, x *Execution, kind string, tableID
 	if err := f.deferUntil(ctx, x, kind, "in flight", x.Now().Add(f.cfg.BusyRecheck), nil, fields...); err != nil {
 		return err
 	}
-	open, err := f.st.TableInFlightJobs(ctx, tableID)
-	if err != nil || len(open) > 0 {
+	if busy, err := f.busy(ctx, tableID); err != nil || busy {
 		return nil // the finish of the job in flight wakes it
 	}
 	if err := x.e.Reschedule(ctx, x.Task.TaskKey, x.Now(), nil); err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -482,6 +484,12 @@ func (f *Flow) commitJob(ctx context.Context, x *Execution) error {
 		f.skip(KindCommitJob, "bad instance")
 		return x.Complete(ctx, nil)
 	}
+	if busy, err := f.busy(ctx, tableID); err != nil || busy {
+		if err != nil {
+			return err
+		}
+		return f.deferBusy(ctx, x, KindCommitJob, tableID, zap.Int64("table", tableID))
+	}
 	tbl, err := f.liveTable(ctx, tableID)
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, errSuperseded) {
 		f.skip(KindCommitJob, "table gone", zap.Int64("table", tableID), zap.Error(err))
@@ -521,8 +529,6 @@ func (f *Flow) commitJob(ctx context.Context, x *Execution) error {
 	}
 	field := zap.Int64("table", tableID)
 	switch {
-	case v.busy:
-		return f.deferBusy(ctx, x, KindCommitJob, tableID, field)
 	case len(v.run) == 0:
 		return f.deferUntil(ctx, x, KindCommitJob, "cooldown", v.until, owedData(v.cooling), field)
 	case len(v.cooling) > 0:

@@ -181,6 +181,22 @@ func pgInsertJob(ctx context.Context, db pgDB, nj NewJob, now time.Time) (Job, e
 	if err != nil {
 		return Job{}, pgJobInsertError(nj, err)
 	}
+	// An insert that waited on the index for the table's previous job to
+	// finish computed created_at before that finish committed: lift it to
+	// the finish, so a table's rows never overlap in created_at..finished_at
+	// (this statement's snapshot sees the finish).
+	var lifted time.Time
+	err = db.QueryRow(ctx, `
+		UPDATE table_maintenance_job j SET created_at = p.f
+		FROM (SELECT max(finished_at) AS f FROM table_maintenance_job WHERE table_id = $1 AND id <> $2) p
+		WHERE j.id = $2 AND p.f > j.created_at
+		RETURNING j.created_at`, nj.TableID, j.ID).Scan(&lifted)
+	switch {
+	case err == nil:
+		j.CreatedAt = lifted.UTC()
+	case !errors.Is(err, pgx.ErrNoRows):
+		return Job{}, pgError("create job", err)
+	}
 	return j, nil
 }
 
