@@ -33,6 +33,60 @@ type PolicyOps struct {
 	policies store.Policies
 	tasks    store.Scheduler
 	now      func() time.Time
+	catalogs CatalogSet // nil: catalogs are not checked
+}
+
+// CatalogSet says which catalog names are configured: known is false when
+// that cannot be told (no coordinator node has said), and nothing is
+// checked then.
+type CatalogSet func(ctx context.Context) (names []string, known bool, err error)
+
+// CheckCatalogs makes Attach refuse an object of a catalog outside set,
+// naming it, and the policy documents mark each attachment with whether
+// its catalog is configured (AttachmentDoc.CatalogConfigured).
+func (o *PolicyOps) CheckCatalogs(set CatalogSet) { o.catalogs = set }
+
+// LiveNodeCatalogs is the CatalogSet of the coordinator nodes alive now
+// (heartbeat younger than deadAfter): the union of the catalogs each one
+// said it is configured with. Unknown when no live node said.
+func LiveNodeCatalogs(sch store.Scheduler, deadAfter time.Duration, now func() time.Time) CatalogSet {
+	return func(ctx context.Context) ([]string, bool, error) {
+		nodes, err := sch.ListNodes(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		var names []string
+		known := false
+		for _, n := range nodes {
+			if n.Catalogs == nil || now().Sub(n.LastHeartbeat) > deadAfter {
+				continue
+			}
+			known = true
+			names = append(names, n.Catalogs...)
+		}
+		slices.Sort(names)
+		return slices.Compact(names), known, nil
+	}
+}
+
+// markCatalogs sets CatalogConfigured on the attachments of docs.
+func (o *PolicyOps) markCatalogs(ctx context.Context, docs []PolicyDoc) error {
+	if o.catalogs == nil {
+		return nil
+	}
+	names, known, err := o.catalogs(ctx)
+	if err != nil || !known {
+		return err
+	}
+	for i := range docs {
+		for j := range docs[i].Attachments {
+			a := &docs[i].Attachments[j]
+			cat, _, _ := strings.Cut(a.Object, ".")
+			ok := slices.Contains(names, cat)
+			a.CatalogConfigured = &ok
+		}
+	}
+	return nil
 }
 
 // NewPolicyOps returns the policy operations of st. now stamps the
@@ -158,6 +212,16 @@ func (o *PolicyOps) Attach(ctx context.Context, name string, obj store.PolicyObj
 	if err := ValidatePolicyName(name); err != nil {
 		return store.Attachment{}, false, err
 	}
+	if o.catalogs != nil {
+		names, known, err := o.catalogs(ctx)
+		if err != nil {
+			return store.Attachment{}, false, fmt.Errorf("list the configured catalogs: %w", err)
+		}
+		if known && !slices.Contains(names, obj.Catalog) {
+			return store.Attachment{}, false, inputErr("object", "object %s: catalog %q is not configured on any coordinator (configured: %s)",
+				obj, obj.Catalog, cmp.Or(strings.Join(names, ", "), "none"))
+		}
+	}
 	a, created, err = o.policies.Attach(ctx, name, obj)
 	if err != nil || !created {
 		return a, created, err
@@ -193,7 +257,7 @@ func (o *PolicyOps) List(ctx context.Context) ([]PolicyDoc, error) {
 		}
 		out = append(out, PolicyDocOf(p, as))
 	}
-	return out, nil
+	return out, o.markCatalogs(ctx, out)
 }
 
 // Show returns the live policy called name with its attachments.
@@ -209,7 +273,8 @@ func (o *PolicyOps) Show(ctx context.Context, name string) (PolicyDoc, error) {
 	if err != nil {
 		return PolicyDoc{}, err
 	}
-	return PolicyDocOf(p, as), nil
+	docs := []PolicyDoc{PolicyDocOf(p, as)}
+	return docs[0], o.markCatalogs(ctx, docs)
 }
 
 // Effective returns the policies in force for table (see
@@ -270,6 +335,10 @@ type AttachmentDoc struct {
 	Policy string `json:"policy"`
 	Level  string `json:"level"`
 	Object string `json:"object"`
+	// CatalogConfigured says whether the object's catalog is configured on
+	// a coordinator; absent when that cannot be told. An attachment whose
+	// catalog went away maintains nothing.
+	CatalogConfigured *bool `json:"catalogConfigured,omitempty"`
 }
 
 // PolicyDocOf returns p with its attachments as, for printing.

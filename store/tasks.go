@@ -156,6 +156,9 @@ type Node struct {
 	ID            string
 	StartedAt     time.Time // UTC
 	LastHeartbeat time.Time // UTC
+	// Catalogs are the catalog names the node said it is configured with
+	// (SetNodeCatalogs), sorted; nil if it never said.
+	Catalogs []string
 }
 
 // Scheduler is the task table. The coordinator's engine is its only user.
@@ -251,6 +254,9 @@ type Scheduler interface {
 	RemoveNode(ctx context.Context, node string) error
 	// ListNodes returns the node rows by id.
 	ListNodes(ctx context.Context) ([]Node, error)
+	// SetNodeCatalogs records the catalog names node is configured with.
+	// ErrNotFound if the node has no row.
+	SetNodeCatalogs(ctx context.Context, node string, catalogs []string) error
 
 	// ListenTasks calls fn with a task name whenever another connection
 	// scheduled a row of that kind due at once (at is zero then), or, for

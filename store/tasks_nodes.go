@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,20 +49,50 @@ func (s *postgresStore) RemoveNode(ctx context.Context, node string) error {
 
 // ListNodes returns the node rows.
 func (s *postgresStore) ListNodes(ctx context.Context) ([]Node, error) {
-	rows, err := s.pool.Query(ctx, `SELECT node_id, started_at, last_heartbeat FROM coordinator_node ORDER BY node_id`)
+	rows, err := s.pool.Query(ctx, `SELECT node_id, started_at, last_heartbeat, catalogs FROM coordinator_node ORDER BY node_id`)
 	if err != nil {
 		return nil, pgError("list nodes", err)
 	}
 	ns, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Node, error) {
-		var n Node
-		err := r.Scan(&n.ID, &n.StartedAt, &n.LastHeartbeat)
-		n.StartedAt, n.LastHeartbeat = n.StartedAt.UTC(), n.LastHeartbeat.UTC()
+		var (
+			n    Node
+			cats *string
+		)
+		err := r.Scan(&n.ID, &n.StartedAt, &n.LastHeartbeat, &cats)
+		n.StartedAt, n.LastHeartbeat, n.Catalogs = n.StartedAt.UTC(), n.LastHeartbeat.UTC(), splitCatalogs(cats)
 		return n, err
 	})
 	if err != nil {
 		return nil, pgError("list nodes", err)
 	}
 	return ns, nil
+}
+
+// SetNodeCatalogs records the node's catalog names.
+func (s *postgresStore) SetNodeCatalogs(ctx context.Context, node string, catalogs []string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE coordinator_node SET catalogs = $2 WHERE node_id = $1`, node, joinCatalogs(catalogs))
+	if err != nil {
+		return pgError("set node catalogs", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: node %s", ErrNotFound, node)
+	}
+	return nil
+}
+
+// joinCatalogs stores names sorted, comma-separated.
+func joinCatalogs(names []string) string {
+	return strings.Join(slices.Sorted(slices.Values(names)), ",")
+}
+
+func splitCatalogs(s *string) []string {
+	if s == nil {
+		return nil
+	}
+	if *s == "" {
+		return []string{}
+	}
+	return strings.Split(*s, ",")
 }
 
 // RegisterNode inserts or replaces the node's row.
@@ -108,7 +140,7 @@ func (s *sqliteStore) RemoveNode(ctx context.Context, node string) error {
 
 // ListNodes returns the node rows.
 func (s *sqliteStore) ListNodes(ctx context.Context) ([]Node, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT node_id, started_at, last_heartbeat FROM coordinator_node ORDER BY node_id`)
+	rows, err := s.r.QueryContext(ctx, `SELECT node_id, started_at, last_heartbeat, catalogs FROM coordinator_node ORDER BY node_id`)
 	if err != nil {
 		return nil, sqliteTaskError("list nodes", err)
 	}
@@ -118,10 +150,12 @@ func (s *sqliteStore) ListNodes(ctx context.Context) ([]Node, error) {
 		var (
 			n         Node
 			start, hb string
+			cats      *string
 		)
-		if err := rows.Scan(&n.ID, &start, &hb); err != nil {
+		if err := rows.Scan(&n.ID, &start, &hb, &cats); err != nil {
 			return nil, sqliteTaskError("list nodes", err)
 		}
+		n.Catalogs = splitCatalogs(cats)
 		if n.StartedAt, err = parseSQLiteTime(start); err != nil {
 			return nil, err
 		}
@@ -131,4 +165,24 @@ func (s *sqliteStore) ListNodes(ctx context.Context) ([]Node, error) {
 		ns = append(ns, n)
 	}
 	return ns, sqliteTaskError("list nodes", rows.Err())
+}
+
+// SetNodeCatalogs records the node's catalog names.
+func (s *sqliteStore) SetNodeCatalogs(ctx context.Context, node string, catalogs []string) error {
+	var n int64
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE coordinator_node SET catalogs = ?2 WHERE node_id = ?1`, node, joinCatalogs(catalogs))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return sqliteTaskError("set node catalogs", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: node %s", ErrNotFound, node)
+	}
+	return nil
 }

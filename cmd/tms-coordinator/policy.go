@@ -67,9 +67,10 @@ type policyOpts struct {
 
 // policyCtx is what a subcommand runs with.
 type policyCtx struct {
-	env  cli.Env
-	fs   *pflag.FlagSet
-	opts policyOpts
+	env      cli.Env
+	fs       *pflag.FlagSet
+	opts     policyOpts
+	catalogs coordinator.CatalogSet // set by open
 }
 
 var policyCommands = map[string]policyCmd{
@@ -153,8 +154,21 @@ func (pc *policyCtx) open(ctx context.Context) (store.Store, *coordinator.Policy
 		_ = s.Close()
 		return nil, nil, err
 	}
+	sch, err := store.TasksOf(s)
+	if err != nil {
+		_ = s.Close()
+		return nil, nil, err
+	}
+	// Attachments are checked against the catalogs the live serve nodes
+	// are configured with (each node says so at start).
+	ops.CheckCatalogs(coordinator.LiveNodeCatalogs(sch, defaultDeadAfter, time.Now))
+	pc.catalogs = coordinator.LiveNodeCatalogs(sch, defaultDeadAfter, time.Now)
 	return s, ops, nil
 }
+
+// defaultDeadAfter is when a node counts as dead for the commands that
+// read node liveness: serve's default heartbeat interval × missed limit.
+const defaultDeadAfter = coordinator.DefaultHeartbeatInterval * coordinator.DefaultMissedHeartbeatsLimit
 
 // flagError turns a validation error of the value of flag into a usage
 // error that names the flag and keeps the message of the field.
@@ -327,6 +341,9 @@ func policyAttach(ctx context.Context, pc *policyCtx, attach bool) error {
 	a, created, err := ops.Attach(ctx, pc.opts.name, obj)
 	if err != nil {
 		return policyStoreError(err)
+	}
+	if _, known, err := pc.catalogs(ctx); err == nil && !known {
+		fmt.Fprintf(pc.env.Stderr, "tms-coordinator policy attach: note: no live serve node has said which catalogs it has, so catalog %q was not checked; status lists attachments whose catalog no node has\n", obj.Catalog)
 	}
 	format := "attached policy %q to %s %s\n"
 	if !created {

@@ -205,6 +205,15 @@ func runServe(ctx context.Context, env cli.Env) error {
 		case <-ctx.Done():
 			return
 		}
+		// Say which catalogs this node has: attachments to others are
+		// refused by the policy commands and the API, and listed by status.
+		var names []string
+		for _, c := range cats {
+			names = append(names, c.Name)
+		}
+		if err := sch.SetNodeCatalogs(ctx, eng.NodeID(), names); err != nil {
+			env.Log.Warn("could not record this node's catalogs", zap.Error(err))
+		}
 		if rep, err := rec.Sweep(ctx); err != nil {
 			env.Log.Warn("start-up reconcile failed; the recurring one tries again", zap.Error(err))
 		} else if n := rep.Closed[store.StatusLost] + rep.Closed[store.StatusFailed] + rep.Closed[store.StatusCancelled]; n > 0 {

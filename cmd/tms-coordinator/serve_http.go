@@ -90,7 +90,12 @@ func (a *httpAPI) build(st store.Store, sub coordinator.Submitter, eng *coordina
 	if a.ln == nil {
 		return nil
 	}
-	res, err := httpapi.NewResources(httpapi.ResourcesConfig{Store: st, Submitter: sub, Log: log.Named("api")})
+	sch, err := store.TasksOf(st)
+	if err != nil {
+		return err
+	}
+	res, err := httpapi.NewResources(httpapi.ResourcesConfig{Store: st, Submitter: sub, Log: log.Named("api"),
+		Catalogs: coordinator.LiveNodeCatalogs(sch, eng.DeadNodeAfter(), time.Now)})
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,9 @@ type statusOutput struct {
 	Tables   []statusJob       `json:"tables"`
 	// DeadNodeAfter is the heartbeat age that makes a node dead here.
 	DeadNodeAfter string `json:"dead_node_after"`
+	// Unconfigured are the attachments whose catalog no live node has
+	// (they maintain nothing); null when no live node said its catalogs.
+	Unconfigured *[]coordinator.AttachmentDoc `json:"unconfigured_attachments"`
 }
 
 // statusNode is a coordinator node and whether it is alive.
@@ -179,6 +182,29 @@ func runStatus(ctx context.Context, env cli.Env) error {
 		}
 		out.Tables = append(out.Tables, s)
 	}
+	ops, err := coordinator.NewPolicyOps(st, nil)
+	if err != nil {
+		return err
+	}
+	catalogs := coordinator.LiveNodeCatalogs(sch, deadAfter, time.Now)
+	ops.CheckCatalogs(catalogs)
+	if _, known, err := catalogs(ctx); err != nil {
+		return err
+	} else if known {
+		docs, err := ops.List(ctx)
+		if err != nil {
+			return err
+		}
+		bad := []coordinator.AttachmentDoc{}
+		for _, d := range docs {
+			for _, a := range d.Attachments {
+				if a.CatalogConfigured != nil && !*a.CatalogConfigured {
+					bad = append(bad, a)
+				}
+			}
+		}
+		out.Unconfigured = &bad
+	}
 	if out.NextDue, err = nextDue(ctx, st, sch, dueRows, func(id int64) string {
 		if _, ok := names[id]; !ok {
 			if t, err := st.GetTable(ctx, id); err == nil {
@@ -313,6 +339,15 @@ func printStatus(env cli.Env, out statusOutput) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	switch {
+	case out.Unconfigured == nil:
+		fmt.Fprintln(env.Stdout, "\nATTACHMENTS TO A CATALOG NO NODE HAS: not known (no live node has said which catalogs it has)")
+	case len(*out.Unconfigured) > 0:
+		fmt.Fprintln(env.Stdout, "\nATTACHMENTS TO A CATALOG NO NODE HAS (they maintain nothing)")
+		for _, a := range *out.Unconfigured {
+			fmt.Fprintf(env.Stdout, "  policy %s on %s %s\n", a.Policy, a.Level, a.Object)
+		}
 	}
 	if len(failed) > 0 {
 		fmt.Fprintln(env.Stdout, "\nWHY (last jobs that did not succeed)")

@@ -55,6 +55,10 @@ type ResourcesConfig struct {
 	// Now is the clock of policy-expand due times, relative since/until
 	// and rows closed by cancel. Defaults to time.Now.
 	Now func() time.Time
+	// Catalogs, if set, are the configured catalogs: an attachment to
+	// another catalog is refused (400 naming it) and policy documents mark
+	// each attachment's catalogConfigured.
+	Catalogs coordinator.CatalogSet
 }
 
 // resources serves the /v1 resources.
@@ -86,6 +90,9 @@ func NewResources(cfg ResourcesConfig) (http.Handler, error) {
 	ops, err := coordinator.NewPolicyOps(cfg.Store, cfg.Now)
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	if cfg.Catalogs != nil {
+		ops.CheckCatalogs(cfg.Catalogs)
 	}
 	ledger, err := store.LedgerQueriesOf(cfg.Store)
 	if err != nil {

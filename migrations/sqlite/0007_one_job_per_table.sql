@@ -23,3 +23,8 @@ ALTER TABLE scheduled_tasks ADD COLUMN wait_for TEXT;
 CREATE INDEX scheduled_tasks_wait_idx
     ON scheduled_tasks (wait_for)
     WHERE wait_for IS NOT NULL;
+
+-- coordinator_node.catalogs: the catalog names the node is configured with,
+-- comma-separated; serve sets it at start. Policy attachments to a catalog
+-- no live node has are refused or reported.
+ALTER TABLE coordinator_node ADD COLUMN catalogs TEXT;
