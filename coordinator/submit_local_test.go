@@ -162,8 +162,14 @@ exit $code
 
 	var jobs []store.Job
 	var ids []string
+	type tableDir struct{ dir, uuid string }
+	var tables []tableDir
+	for range 3 { // a table each (one job in flight per table), built before any submit
+		dir, uuid, _ := localTable(t)
+		tables = append(tables, tableDir{dir, uuid})
+	}
 	for policy := int64(1); policy <= 3; policy++ {
-		dir, uuid, _ := localTable(t) // a table each: one job in flight per table
+		dir, uuid := tables[policy-1].dir, tables[policy-1].uuid
 		j := l.job(t, localTableName, uuid, policy, []string{"compaction"},
 			map[string]any{"catalog": map[string]any{"warehouse-dir": dir}, "table": localTableName, "steps": []any{map[string]any{"type": "compaction"}}})
 		id, err := s.Submit(t.Context(), request(l, j))
