@@ -30,8 +30,10 @@ WEED_TOUCH ?= tmp/tools/weedtouch
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## Build bin/tms-runner and bin/tms-coordinator.
-	$(GO) build -o bin/ ./cmd/tms-runner ./cmd/tms-coordinator
+# -s -w drop the symbol table and DWARF (tracebacks keep their function
+# names and lines): 142 → 99 MB per binary.
+build: ## Build bin/tms-runner and bin/tms-coordinator (stripped).
+	$(GO) build -trimpath -ldflags "-s -w" -o bin/ ./cmd/tms-runner ./cmd/tms-coordinator
 
 dbcheck: build ## Fail at once, saying how to fix it, when the test PostgreSQL does not answer.
 	@bin/tms-coordinator ping --db "$(TMS_TEST_DATABASE_URL)" || { \
