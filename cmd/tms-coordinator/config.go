@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -77,10 +78,16 @@ func readConfigFile(path string) (*fileConfig, error) {
 		return nil, cli.Usagef("--config: %v", err)
 	}
 	defer f.Close()
+	return parseConfig(f, path)
+}
+
+// parseConfig parses a configuration file's text; errors name path, the
+// line and the key.
+func parseConfig(r io.Reader, path string) (*fileConfig, error) {
 	c := &fileConfig{flags: map[string]string{}, minInterval: map[string]time.Duration{}, catalogs: map[string]map[string]string{},
 		ircAuth: map[string]string{}, gravitino: map[string]string{}}
 	seen := map[string]int{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || line[0] == '#' || line[0] == '!' {
