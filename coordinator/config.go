@@ -96,6 +96,12 @@ type Config struct {
 	// kind and outcome (ExecSuccess, ExecFailure, ExecStale, ExecCancelled,
 	// ExecPanic). It must be fast and must not block.
 	OnExecuted func(kind, outcome string)
+	// OnDrained, if set, is called during a graceful shutdown once every
+	// callback has returned, while the node still heartbeats its row: the
+	// place to wait for work the node started outside the engine (runners
+	// of its submitter) and close what it leaves, so that no other node
+	// takes the node for dead meanwhile. The watchdog still applies.
+	OnDrained func()
 }
 
 // staleAfter is the age of a heartbeat after which a claim is revived.

@@ -222,6 +222,18 @@ func (e *Engine) Run(ctx context.Context) error {
 			<-p.claimsDone // no claim is started after this
 		}
 		result = e.drain()
+		if result == nil && e.cfg.OnDrained != nil {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				e.cfg.OnDrained()
+			}()
+			select {
+			case <-done:
+			case err := <-e.fatal:
+				result = err
+			}
+		}
 	case err := <-e.fatal:
 		result = err
 	}

@@ -63,3 +63,40 @@ func TestGracefulShutdown(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, nodes, "the node row is removed on shutdown")
 }
+
+// TestOnDrainedRunsWhileTheNodeIsAlive: a graceful shutdown calls
+// Config.OnDrained after every callback returned and before the node row
+// goes, so work the node started outside the engine can end while other
+// nodes still see the node alive.
+func TestOnDrainedRunsWhileTheNodeIsAlive(t *testing.T) {
+	t.Parallel()
+	b := setup(t, store.BackendSQLite)
+	var (
+		handlerDone = make(chan struct{})
+		sawNode     bool
+		sawHandler  bool
+	)
+	kind := coordinator.Kind{Name: "k", Handler: func(ctx context.Context, x *coordinator.Execution) error {
+		defer close(handlerDone)
+		return nil
+	}}
+	n := b.start(coordinator.Config{NodeID: "drained", OnDrained: func() {
+		select {
+		case <-handlerDone:
+			sawHandler = true
+		default:
+		}
+		nodes, err := b.sch.ListNodes(context.Background())
+		require.NoError(t, err)
+		sawNode = len(nodes) == 1 && nodes[0].ID == "drained"
+	}}, kind)
+	_, err := n.Schedule(b.ctx, store.NewTask{TaskKey: store.TaskKey{Name: "k", Instance: "1"}, ExecutionTime: time.Now()})
+	require.NoError(t, err)
+	<-handlerDone
+	require.NoError(t, n.stop())
+	require.True(t, sawHandler, "the callbacks had returned")
+	require.True(t, sawNode, "the node row was still there")
+	nodes, err := b.sch.ListNodes(b.ctx)
+	require.NoError(t, err)
+	require.Empty(t, nodes, "removed after OnDrained")
+}

@@ -169,6 +169,7 @@ func runServe(ctx context.Context, env cli.Env) error {
 	engCfg := coordinator.Config{NodeID: nodeID, PollInterval: poll, HeartbeatInterval: heartbeat, Log: env.Log,
 		Pools: map[string]int{coordinator.KindPolicyExpand: expandThreads, coordinator.KindCronJob: cronThreads, coordinator.KindCommitJob: commitThread}}
 	api.observe(&engCfg)
+	engCfg.OnDrained = func() { drainSubmitter(ctx, sub, rec, env.Log) }
 	eng, err := coordinator.New(sch, engCfg, flow.Kinds(rec, reconcileEv)...)
 	if err != nil {
 		_ = api.serve(ctx) // closes the listener
@@ -229,20 +230,27 @@ func runServe(ctx context.Context, env cli.Env) error {
 	if errors.Is(err, coordinator.ErrWatchdog) {
 		return cli.ExitError{Code: exitWatchdog, Err: err}
 	}
-	// A graceful stop: the submitter drops its queued jobs (they end
-	// cancelled) and waits for its runners; their rows, which no runner
-	// will close, are closed now rather than left for another node.
+	return err
+}
+
+// drainSubmitter is serve's graceful stop of its submitter, run while the
+// node still heartbeats: the submitter drops its queued jobs (they end
+// cancelled) and waits up to a minute for its runners (then stops them);
+// the rows that no runner will close are closed now. Until it returns no
+// other node takes this one for dead and closes its runners' rows.
+func drainSubmitter(ctx context.Context, sub coordinator.Submitter, rec *coordinator.Reconciler, log *zap.Logger) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	if cerr := sub.Close(cctx); cerr != nil {
-		env.Log.Warn("submitter close", zap.Error(cerr))
+	if c, ok := sub.(interface{ Close(context.Context) error }); ok {
+		if err := c.Close(cctx); err != nil {
+			log.Warn("submitter close", zap.Error(err))
+		}
 	}
-	if rep, serr := rec.Sweep(cctx); serr != nil {
-		env.Log.Warn("shutdown reconcile failed; another node's reconciler closes what is left", zap.Error(serr))
+	if rep, err := rec.Sweep(cctx); err != nil {
+		log.Warn("shutdown reconcile failed; another node's reconciler closes what is left", zap.Error(err))
 	} else if n := rep.Closed[store.StatusCancelled] + rep.Closed[store.StatusFailed] + rep.Closed[store.StatusLost]; n > 0 {
-		env.Log.Info("shutdown reconcile closed rows", zap.Int("closed", n))
+		log.Info("shutdown reconcile closed rows", zap.Int("closed", n))
 	}
-	return err
 }
 
 func runEnqueueCommit(ctx context.Context, env cli.Env) error {
