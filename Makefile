@@ -61,7 +61,7 @@ fuzz: dbcheck ## Fuzz every parser a user feeds for FUZZ_TIME each (the checked-
 	$(GO) test -run '^$$' -fuzz '^FuzzCommitEvents$$' -fuzztime $(FUZZ_TIME) ./coordinator/httpapi/
 	$(GO) test -run '^$$' -fuzz '^FuzzConfigFile$$' -fuzztime $(FUZZ_TIME) ./cmd/tms-coordinator/
 	$(GO) test -run '^$$' -fuzz '^FuzzConfigValue$$' -fuzztime $(FUZZ_TIME) ./cmd/tms-coordinator/
-	$(GO) test -run '^$$' -fuzz '^FuzzJobSpec$$' -fuzztime $(FUZZ_TIME) ./runner/
+	$(GO) test -run '^$$' -fuzz '^FuzzJobSpec$$' -fuzztime $(FUZZ_TIME) ./jobspec/
 
 lint: ## go vet and a gofmt check.
 	$(GO) vet ./... ./testdata/

@@ -19,7 +19,7 @@ import (
 
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/chain"
-	"github.com/tms-dev/tms/runner"
+	"github.com/tms-dev/tms/jobspec"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -145,7 +145,7 @@ func NewFlow(st store.Store, sub Submitter, cfg FlowConfig) (*Flow, error) {
 			return nil, fmt.Errorf("%w: catalog %q configured twice", store.ErrInvalidArgument, c.Name)
 		}
 		for k := range c.Properties {
-			if runner.IsCredentialKey(k) {
+			if jobspec.IsCredentialKey(k) {
 				return nil, fmt.Errorf("%w: catalog %q: property %q is a credential; configure it as a secret", store.ErrInvalidArgument, c.Name, k)
 			}
 		}
@@ -393,17 +393,17 @@ func (f *Flow) start(ctx context.Context, x *Execution, kind string, tbl store.T
 		f.skip(kind, "unknown catalog", zap.String("catalog", tbl.Catalog))
 		return x.Complete(ctx, nil)
 	}
-	spec := runner.Spec{
-		Catalog: runner.CatalogSpec{WarehouseDir: cat.WarehouseDir},
+	spec := jobspec.Spec{
+		Catalog: jobspec.CatalogSpec{WarehouseDir: cat.WarehouseDir},
 		Table:   tbl.Namespace + "." + tbl.Name,
 	}
 	if cat.WarehouseDir == "" {
-		spec.Catalog = runner.CatalogSpec{Name: cat.Name, Properties: cat.Properties}
+		spec.Catalog = jobspec.CatalogSpec{Name: cat.Name, Properties: cat.Properties}
 	}
 	var names []string
 	opts := map[string]string{}
 	for _, g := range types {
-		spec.Steps = append(spec.Steps, runner.StepSpec{Type: g.c.Type, Policy: g.p.Content})
+		spec.Steps = append(spec.Steps, jobspec.StepSpec{Type: g.c.Type, Policy: g.p.Content})
 		names = append(names, string(g.c.Type))
 		mergeJobOptions(opts, g.c.JobOptions)
 	}

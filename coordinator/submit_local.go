@@ -19,7 +19,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/tms-dev/tms/runner"
+	"github.com/tms-dev/tms/jobspec"
 )
 
 // LocalSubmitter is the embedded default Submitter: it runs
@@ -169,7 +169,7 @@ func (s *LocalSubmitter) command(req JobRequest) (argv, env []string, err error)
 	for _, kv := range base {
 		name, _, _ := strings.Cut(kv, "=")
 		switch {
-		case strings.HasPrefix(name, runner.EnvPropPrefix), name == "TMS_DB":
+		case strings.HasPrefix(name, jobspec.EnvPropPrefix), name == "TMS_DB":
 			continue
 		case name == "TMS_LOG_LEVEL":
 			hasLevel = true
@@ -192,14 +192,14 @@ func (s *LocalSubmitter) command(req JobRequest) (argv, env []string, err error)
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
 			return nil, nil, fmt.Errorf("%w: CatalogProps key %q cannot be passed as an environment variable", ErrInvalidJobRequest, k)
 		}
-		env = append(env, runner.EnvPropPrefix+k+"="+v)
+		env = append(env, jobspec.EnvPropPrefix+k+"="+v)
 	}
 	return argv, env, nil
 }
 
 // urlHasSecret reports whether a ledger URL carries a password in its user
 // info or a credential-shaped query parameter (password, sslpassword …; see
-// runner.IsCredentialKey). A URL or query that cannot be parsed counts as
+// jobspec.IsCredentialKey). A URL or query that cannot be parsed counts as
 // secret.
 func urlHasSecret(raw string) bool {
 	u, err := url.Parse(raw)
@@ -214,7 +214,7 @@ func urlHasSecret(raw string) bool {
 		return true
 	}
 	for k := range q {
-		if runner.IsCredentialKey(k) {
+		if jobspec.IsCredentialKey(k) {
 			return true
 		}
 	}

@@ -7,16 +7,13 @@ import (
 	"strings"
 
 	"github.com/apache/iceberg-go"
+
+	"github.com/tms-dev/tms/jobspec"
 )
 
-// EnvPropPrefix is the prefix of environment variables whose value is
-// overlaid onto the job's catalog properties: TMS_CATALOG_PROP_<KEY>=VALUE
-// sets property KEY, spelled exactly as iceberg-go spells it (case and all):
-// TMS_CATALOG_PROP_credential, TMS_CATALOG_PROP_token,
-// TMS_CATALOG_PROP_s3.secret-access-key. POSIX shells cannot export names
-// with '.' or '-', but env(1), Kubernetes and job templates can; otherwise
-// use a props file.
-const EnvPropPrefix = "TMS_CATALOG_PROP_"
+// EnvPropPrefix is jobspec.EnvPropPrefix: TMS_CATALOG_PROP_<KEY>=VALUE
+// overlays catalog property KEY.
+const EnvPropPrefix = jobspec.EnvPropPrefix
 
 // CatalogPropsFromEnv returns the catalog properties named by
 // TMS_CATALOG_PROP_<KEY> variables in environ (os.Environ() form). Entries

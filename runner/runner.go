@@ -15,6 +15,7 @@ import (
 
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/chain"
+	"github.com/tms-dev/tms/jobspec"
 	"github.com/tms-dev/tms/sampler"
 	"github.com/tms-dev/tms/store"
 )
@@ -122,7 +123,7 @@ func (j *jobRun) run(ctx context.Context) (chain.Report, error) {
 		return chain.Report{}, err
 	}
 	j.spec = spec
-	if got, want := joinTypes(spec.chainTypes()), strings.Join(j.job.Types, ","); got != want {
+	if got, want := joinTypes(spec.ChainTypes()), strings.Join(j.job.Types, ","); got != want {
 		return chain.Report{}, fmt.Errorf("%w: steps %s differ from the job row's types %s", ErrInvalidSpec, got, want)
 	}
 	ident, _ := catalogs.ParseIdent(spec.Table) // validated by ParseSpec
@@ -161,9 +162,9 @@ func (j *jobRun) run(ctx context.Context) (chain.Report, error) {
 		hooks = j.opts.wrapHooks(hooks)
 	}
 	j.chainStart = true
-	j.log.Info("chain starting", zap.String("table", spec.Table), zap.String("types", joinTypes(spec.chainTypes())), zap.Bool("dry-run", spec.DryRun))
+	j.log.Info("chain starting", zap.String("table", spec.Table), zap.String("types", joinTypes(spec.ChainTypes())), zap.Bool("dry-run", spec.DryRun))
 	start := time.Now()
-	rep, err := chain.Run(ctx, cat, ident, spec.chainSteps(), chain.Options{
+	rep, err := chain.Run(ctx, cat, ident, spec.ChainSteps(), chain.Options{
 		DryRun: spec.DryRun, Now: j.opts.Now, Log: j.log, Hooks: hooks,
 	})
 	if rep.Duration == 0 {
@@ -318,9 +319,9 @@ func (j *jobRun) notRun(t chain.Type, runErr error) outcome {
 	if j.chainStart || runErr == nil {
 		return outcome{Type: t, Outcome: chain.Skipped, Reason: "not run: the chain stopped early"}
 	}
-	var pe *policyError
-	if errors.As(runErr, &pe) && pe.typ != t {
-		return outcome{Type: t, Outcome: chain.Skipped, Reason: fmt.Sprintf("not run: the %s policy is invalid", pe.typ)}
+	var pe *jobspec.PolicyError
+	if errors.As(runErr, &pe) && pe.Type != t {
+		return outcome{Type: t, Outcome: chain.Skipped, Reason: fmt.Sprintf("not run: the %s policy is invalid", pe.Type)}
 	}
 	return outcome{Type: t, Outcome: chain.Failed, Reason: "not run: the job could not start", Error: runErr.Error()}
 }

@@ -1,4 +1,4 @@
-package runner
+package jobspec
 
 import (
 	"encoding/json"
@@ -19,7 +19,7 @@ func FuzzJobSpec(f *testing.F) {
 	f.Add([]byte(`{"catalog": {}, "table": "t", "steps": []}`))
 	f.Add([]byte(`{"unknown": {"s3.secret-access-key": "k"}}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		s, err := ParseSpec(raw)
+		s, err := Parse(raw)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidSpec) {
 				t.Fatalf("error does not wrap ErrInvalidSpec: %v", err)
@@ -30,7 +30,7 @@ func FuzzJobSpec(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)
 		}
-		again, err := ParseSpec(b)
+		again, err := Parse(b)
 		if err != nil {
 			t.Fatalf("an accepted spec re-encoded is refused: %v\n%s", err, b)
 		}
