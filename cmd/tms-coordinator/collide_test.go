@@ -21,7 +21,7 @@ import (
 // types whose crontabs fire at the same instants. A table runs one job at a
 // time, so two of the three find it busy: they are deferred, not dropped,
 // and each starts as soon as the job before it finishes (the finish wakes
-// them; their fallback is minutes away and the next instant 15 s), so all
+// them; their fallback is minutes away and the next instant a day), so all
 // three run, one after the other, never overlapping. On the embedded
 // SQLite default with one node, and on PostgreSQL with two nodes racing
 // for the same instant.
@@ -40,11 +40,14 @@ func TestServeCollidingPolicies(t *testing.T) {
 			code, _, stderr := run(t, "migrate", "--db", db)
 			require.Equal(t, cli.ExitOK, code, stderr)
 			types := []string{"compaction", "snapshot-expiry", "orphan-cleanup"}
+			// One instant for all three, 25 s from now (time to create the
+			// policies and start serve), next the day after: however long the
+			// setup takes, they cannot land on different instants.
+			at := time.Now().UTC().Add(25 * time.Second)
+			crontab := fmt.Sprintf("%d %d %d * * *", at.Second(), at.Minute(), at.Hour())
 			for _, typ := range types {
 				file := filepath.Join(t.TempDir(), typ+".json")
-				// Every 15 s on the same second for all three; each runs once
-				// (the one-hour cooldown defers the later instants).
-				require.NoError(t, os.WriteFile(file, []byte(`{"schedule": {"crontab": "*/15 * * * * *"}, "minIntervalMs": 3600000}`), 0o600))
+				require.NoError(t, os.WriteFile(file, []byte(`{"schedule": {"crontab": "`+crontab+`"}, "minIntervalMs": 3600000}`), 0o600))
 				code, _, stderr = run(t, "policy", "create", "--db", db, "--name", typ, "--type", typ, "--content-file", file)
 				require.Equal(t, cli.ExitOK, code, stderr)
 				code, _, stderr = run(t, "policy", "attach", "--db", db, "--name", typ, "--object", "local."+table)
@@ -68,7 +71,10 @@ func TestServeCollidingPolicies(t *testing.T) {
 			}
 			jobs, err := st.ListJobs(t.Context(), tbl.ID, 10)
 			require.NoError(t, err)
-			require.Len(t, jobs, len(types), "one job per policy; the later instants are inside the cooldown")
+			require.Len(t, jobs, len(types), "one job per policy: they share one instant")
+			for _, j := range jobs {
+				require.False(t, j.CreatedAt.Before(at.Truncate(time.Second)), "job %d ran before the instant", j.ID)
+			}
 			slices.SortFunc(jobs, func(a, b store.Job) int { return a.CreatedAt.Compare(b.CreatedAt) })
 			var ran []string
 			for i, j := range jobs {
@@ -83,7 +89,7 @@ func TestServeCollidingPolicies(t *testing.T) {
 					j.ID, j.Types, j.CreatedAt, prev.ID, prev.Types, prev.FinishedAt)
 				// Not a timing goal (that is the collision benchmark): the wake
 				// on finish, against a fallback of minutes and a next instant
-				// 15 s away.
+				// a day away.
 				gap := j.CreatedAt.Sub(prev.FinishedAt)
 				require.Less(t, gap, 5*time.Second, "job %d started %s after the job before it finished", j.ID, gap)
 				t.Logf("%v: created %s after %v finished", j.Types, gap, prev.Types)
