@@ -74,6 +74,54 @@ func (c *ledgerCmd) open(ctx context.Context) (store.Store, store.LedgerQueries,
 	return st, q, nil
 }
 
+// loadJob checks --id, opens the ledger and reads job row id; the caller
+// closes the store. hint says where ids are listed.
+func (c *ledgerCmd) loadJob(ctx context.Context, id int64, hint string) (store.Store, store.Job, error) {
+	if id <= 0 {
+		return nil, store.Job{}, cli.Usagef("--id is required: a job row id (%s)", hint)
+	}
+	st, _, err := c.open(ctx)
+	if err != nil {
+		return nil, store.Job{}, err
+	}
+	j, err := st.GetJob(ctx, id)
+	if err != nil {
+		_ = st.Close()
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, store.Job{}, cli.Usagef("no job %d in the ledger", id)
+		}
+		return nil, store.Job{}, err
+	}
+	return st, j, nil
+}
+
+// jobMetrics returns the metrics recorded at job j's before and after
+// snapshots (nil where none), preferring the rows sampled for the job's
+// own policy.
+func jobMetrics(ctx context.Context, st store.Store, j store.Job) (before, after json.RawMessage, err error) {
+	if j.BeforeSnapshotID == nil && j.AfterSnapshotID == nil {
+		return nil, nil, nil
+	}
+	ms, err := st.ListSnapshotMetrics(ctx, j.TableID)
+	if err != nil {
+		return nil, nil, err
+	}
+	pick := func(snap *int64) json.RawMessage {
+		var other json.RawMessage
+		for _, m := range ms {
+			if snap == nil || m.SnapshotID != *snap {
+				continue
+			}
+			if m.PolicyID == j.PolicyID {
+				return m.Value
+			}
+			other = m.Value
+		}
+		return other
+	}
+	return pick(j.BeforeSnapshotID), pick(j.AfterSnapshotID), nil
+}
+
 func (c *ledgerCmd) printJSON(v any) error {
 	enc := json.NewEncoder(c.env.Stdout)
 	enc.SetIndent("", "  ")
@@ -288,36 +336,14 @@ func jobsShow(ctx context.Context, env cli.Env) error {
 	if err := cli.Parse(c.fs, env.Args); err != nil {
 		return err
 	}
-	if id <= 0 {
-		return cli.Usagef("--id is required: a job row id (jobs list shows them)")
-	}
-	st, _, err := c.open(ctx)
+	st, j, err := c.loadJob(ctx, id, "jobs list shows them")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	j, err := st.GetJob(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return cli.Usagef("no job %d in the ledger", id)
-	}
-	if err != nil {
-		return err
-	}
 	l := lineOf(j, (&tableNames{st: st}).of(ctx, j.TableID))
-	ms, err := st.ListSnapshotMetrics(ctx, j.TableID)
-	if err != nil {
+	if l.MetricsBefore, l.MetricsAfter, err = jobMetrics(ctx, st, j); err != nil {
 		return err
-	}
-	for _, m := range ms {
-		if m.PolicyID != j.PolicyID {
-			continue
-		}
-		if j.BeforeSnapshotID != nil && m.SnapshotID == *j.BeforeSnapshotID {
-			l.MetricsBefore = m.Value
-		}
-		if j.AfterSnapshotID != nil && m.SnapshotID == *j.AfterSnapshotID {
-			l.MetricsAfter = m.Value
-		}
 	}
 	if c.asJSON {
 		return c.printJSON(l)
@@ -386,21 +412,11 @@ func jobsCancel(ctx context.Context, env cli.Env) error {
 	if err := cli.Parse(c.fs, env.Args); err != nil {
 		return err
 	}
-	if id <= 0 {
-		return cli.Usagef("--id is required: a job row id (jobs list --in-flight shows them)")
-	}
-	st, _, err := c.open(ctx)
+	st, j, err := c.loadJob(ctx, id, "jobs list --in-flight shows them")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	j, err := st.GetJob(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return cli.Usagef("no job %d in the ledger", id)
-	}
-	if err != nil {
-		return err
-	}
 	if !j.InFlight() {
 		return cli.Usagef("job %d already finished: status %s at %s; nothing to cancel", j.ID, j.Status, j.FinishedAt.Format(time.RFC3339))
 	}

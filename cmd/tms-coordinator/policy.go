@@ -161,8 +161,8 @@ func (pc *policyCtx) open(ctx context.Context) (store.Store, *coordinator.Policy
 	}
 	// Attachments are checked against the catalogs the live serve nodes
 	// are configured with (each node says so at start).
-	ops.CheckCatalogs(coordinator.LiveNodeCatalogs(sch, defaultDeadAfter, time.Now))
 	pc.catalogs = coordinator.LiveNodeCatalogs(sch, defaultDeadAfter, time.Now)
+	ops.CheckCatalogs(pc.catalogs)
 	return s, ops, nil
 }
 

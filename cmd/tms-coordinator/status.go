@@ -152,18 +152,10 @@ func runStatus(ctx context.Context, env cli.Env) error {
 		} else if j.Node != "" && !alive[j.Node] {
 			s.NodeDead = true
 		}
-		if withMetrics && (j.BeforeSnapshotID != nil || j.AfterSnapshotID != nil) {
-			ms, err := st.ListSnapshotMetrics(ctx, j.TableID)
-			if err != nil {
+		if withMetrics {
+			var err error
+			if s.MetricsBefore, s.MetricsAfter, err = jobMetrics(ctx, st, j); err != nil {
 				return statusJob{}, err
-			}
-			for _, m := range ms {
-				if j.BeforeSnapshotID != nil && m.SnapshotID == *j.BeforeSnapshotID {
-					s.MetricsBefore = m.Value
-				}
-				if j.AfterSnapshotID != nil && m.SnapshotID == *j.AfterSnapshotID {
-					s.MetricsAfter = m.Value
-				}
 			}
 		}
 		return s, nil
