@@ -38,24 +38,5 @@ func (s *postgresStore) WithTx(ctx context.Context, fn func(ctx context.Context,
 
 // RecordCommitEvent inserts the event's key unless it is there.
 func (w *pgTxWriter) RecordCommitEvent(ctx context.Context, ev CommitEvent) (bool, error) {
-	if err := validateCommitEvent(ev); err != nil {
-		return false, err
-	}
-	tag, err := w.tx.Exec(ctx, `
-		INSERT INTO commit_event (event_id, table_id, snapshot_id, received_at) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (event_id) DO NOTHING`,
-		ev.EventID, ev.TableID, ev.SnapshotID, orNow(ev.ReceivedAt, w.s.now))
-	if err != nil {
-		return false, pgError("record commit event", err)
-	}
-	return tag.RowsAffected() == 1, nil
-}
-
-// PurgeCommitEvents deletes the keys received before before.
-func (s *postgresStore) PurgeCommitEvents(ctx context.Context, before time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM commit_event WHERE received_at < $1`, utc(before))
-	if err != nil {
-		return 0, pgError("purge commit events", err)
-	}
-	return tag.RowsAffected(), nil
+	return w.s.recordCommitEvent(ctx, pgQ{w.tx}, ev)
 }

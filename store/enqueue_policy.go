@@ -105,7 +105,7 @@ func (w *sqliteTxWriter) EnqueueTablesForPolicy(ctx context.Context, e PolicyEnq
 		return 0, 0, err
 	}
 	// SQLite has no data-modifying CTE: select, then insert.
-	ts, next, err := sqliteTablesForPolicy(ctx, w.tx, e.PolicyID, e.After, e.Limit)
+	ts, next, err := w.s.tablesForPolicy(ctx, sqliteQ{w.tx}, e.PolicyID, e.After, e.Limit)
 	if err != nil {
 		return 0, 0, sqliteError("enqueue tables for policy", err)
 	}

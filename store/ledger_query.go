@@ -8,11 +8,11 @@ import (
 	"time"
 )
 
-// This file declares the ledger reads of the HTTP API: job rows filtered
-// by table, status and creation time, and the registered tables with their
-// last job and latest metrics. Both backends implement LedgerQueries in
-// ledger_query_postgres.go and ledger_query_sqlite.go; LedgerQueriesOf
-// reaches it from a Store. The SQL is shared (jobQuerySQL, tableStatusSQL).
+// This file holds the ledger reads of the HTTP API: job rows filtered by
+// table, status and creation time, and the registered tables with their
+// last job and latest metrics. LedgerQueries is implemented here once for
+// both backends, on sqlStore's seam (sqlstore.go); LedgerQueriesOf reaches
+// it from a Store.
 
 // MaxQueryLimit bounds one QueryJobs or ListTableStatus page.
 const MaxQueryLimit = 1000
@@ -106,9 +106,9 @@ func validateJobQuery(q JobQuery) error {
 	return nil
 }
 
-// jobQuerySQL renders q as a query over the job columns cols; p renders
-// placeholder i and timeArg a time as the backend binds it.
-func jobQuerySQL(cols string, p func(int) string, timeArg func(time.Time) any, q JobQuery) (string, []any) {
+// jobQuerySQL renders q as a query of jobCols; p renders placeholder i and
+// timeArg a time as the backend binds it.
+func jobQuerySQL(p func(int) string, timeArg func(time.Time) any, q JobQuery) (string, []any) {
 	var where []string
 	var args []any
 	bind := func(v any) string {
@@ -139,7 +139,7 @@ func jobQuerySQL(cols string, p func(int) string, timeArg func(time.Time) any, q
 	if q.BeforeID > 0 {
 		where = append(where, "id < "+bind(q.BeforeID))
 	}
-	query := "SELECT " + cols + " FROM table_maintenance_job"
+	query := "SELECT " + jobCols + " FROM table_maintenance_job"
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -150,12 +150,12 @@ func jobQuerySQL(cols string, p func(int) string, timeArg func(time.Time) any, q
 // is a contiguous id range (after, last], so the last jobs and latest
 // metrics are read for that range, not table by table. p renders
 // placeholder i (1: after id, 2: limit or last id).
-func tablePageSQL(cols string, p func(int) string) string {
-	return `SELECT ` + cols + ` FROM maintained_table WHERE id > ` + p(1) + ` ORDER BY id LIMIT ` + p(2)
+func tablePageSQL(p func(int) string) string {
+	return `SELECT ` + tableCols + ` FROM maintained_table WHERE id > ` + p(1) + ` ORDER BY id LIMIT ` + p(2)
 }
 
-func lastJobsSQL(cols string, p func(int) string) string {
-	return `SELECT ` + cols + ` FROM table_maintenance_job WHERE id IN (
+func lastJobsSQL(p func(int) string) string {
+	return `SELECT ` + jobCols + ` FROM table_maintenance_job WHERE id IN (
 		SELECT max(id) FROM table_maintenance_job WHERE table_id > ` + p(1) + ` AND table_id <= ` + p(2) + ` GROUP BY table_id)`
 }
 
@@ -184,4 +184,43 @@ func joinTableStatus(tables []Table, jobs []Job, metrics []SnapshotMetrics) []Ta
 		}
 	}
 	return out
+}
+
+// QueryJobs returns the job rows q keeps, newest first.
+func (s *sqlStore) QueryJobs(ctx context.Context, q JobQuery) ([]Job, error) {
+	if err := validateJobQuery(q); err != nil {
+		return nil, err
+	}
+	query, args := jobQuerySQL(s.b.param, s.b.timeArg, q)
+	jobs, err := collect(ctx, s.b.read(), scanJob, query, args...)
+	if err != nil {
+		return nil, s.b.wrap("query jobs", err)
+	}
+	return jobs, nil
+}
+
+// ListTableStatus returns a page of tables with their last job and latest
+// metrics.
+func (s *sqlStore) ListTableStatus(ctx context.Context, afterID int64, limit int) ([]TableStatus, error) {
+	if err := validateQueryLimit(limit); err != nil {
+		return nil, err
+	}
+	r := s.b.read()
+	tables, err := collect(ctx, r, scanTable, tablePageSQL(s.b.param), afterID, limit)
+	if err != nil {
+		return nil, s.b.wrap("list tables", err)
+	}
+	if len(tables) == 0 {
+		return []TableStatus{}, nil
+	}
+	last := tables[len(tables)-1].ID
+	jobs, err := collect(ctx, r, scanJob, lastJobsSQL(s.b.param), afterID, last)
+	if err != nil {
+		return nil, s.b.wrap("list tables: last jobs", err)
+	}
+	metrics, err := collect(ctx, r, scanMetrics, latestMetricsSQL(s.b.param), afterID, last)
+	if err != nil {
+		return nil, s.b.wrap("list tables: metrics", err)
+	}
+	return joinTableStatus(tables, jobs, metrics), nil
 }

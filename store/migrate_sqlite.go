@@ -21,6 +21,7 @@ func (s *sqliteStore) schemaVersion(ctx context.Context) (int, error) {
 type sqliteQuerier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // sqliteSchemaVersion returns 0 when the version table does not exist yet.

@@ -13,8 +13,8 @@ import (
 
 // This file declares the policy API: policies with versioned content
 // (policy, policy_version) and where they are attached (policy_attachment).
-// Both backends implement Policies in policy_postgres.go and
-// policy_sqlite.go; PoliciesOf reaches it from a Store.
+// policy_ops.go implements Policies once for both backends; PoliciesOf
+// reaches it from a Store.
 //
 // The store does not know what a policy's content means: it stores a JSON
 // object and the policy type as text. Package coordinator validates both

@@ -30,6 +30,9 @@ type postgresStore struct {
 	pool *pgxpool.Pool
 	log  *zap.Logger
 	now  func() time.Time
+	// sqlStore holds the operations written once for both backends
+	// (sqlstore.go), here over the pool.
+	sqlStore
 }
 
 var _ backend = (*postgresStore)(nil)
@@ -50,7 +53,7 @@ func openPostgres(ctx context.Context, dbURL string, log *zap.Logger, now func()
 		pool.Close()
 		return nil, fmt.Errorf("store: cannot connect to PostgreSQL at %s: %w", pgHostPort(cfg), err)
 	}
-	return &postgresStore{pool: pool, log: log, now: now}, nil
+	return &postgresStore{pool: pool, log: log, now: now, sqlStore: sqlStore{b: pgBackend{pool}, clock: now}}, nil
 }
 
 func pgHostPort(cfg *pgxpool.Config) string {
@@ -66,15 +69,6 @@ func (s *postgresStore) Close() error {
 	return nil
 }
 
-const pgTableCols = `id, catalog, namespace, name, table_uuid, created_at`
-
-func scanPgTable(row pgx.Row) (Table, error) {
-	var t Table
-	err := row.Scan(&t.ID, &t.Catalog, &t.Namespace, &t.Name, &t.UUID, &t.CreatedAt)
-	t.CreatedAt = t.CreatedAt.UTC()
-	return t, err
-}
-
 // RegisterTable inserts the incarnation or, if it exists, returns it. The
 // insert and the fallback read are two statements on purpose: after ON
 // CONFLICT waited for a concurrent inserter, only a new statement's snapshot
@@ -83,14 +77,14 @@ func (s *postgresStore) RegisterTable(ctx context.Context, ref TableRef) (Table,
 	if err := validateTableRef(ref); err != nil {
 		return Table{}, err
 	}
-	t, err := scanPgTable(s.pool.QueryRow(ctx, `
+	t, err := scanTable(s.pool.QueryRow(ctx, `
 		INSERT INTO maintained_table (catalog, namespace, name, table_uuid, created_at)
 		VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (catalog, namespace, name, table_uuid) DO NOTHING
-		RETURNING `+pgTableCols, ref.Catalog, ref.Namespace, ref.Name, ref.UUID, utc(s.now())))
+		RETURNING `+tableCols, ref.Catalog, ref.Namespace, ref.Name, ref.UUID, utc(s.now())))
 	if errors.Is(err, pgx.ErrNoRows) {
-		t, err = scanPgTable(s.pool.QueryRow(ctx, `
-			SELECT `+pgTableCols+` FROM maintained_table
+		t, err = scanTable(s.pool.QueryRow(ctx, `
+			SELECT `+tableCols+` FROM maintained_table
 			WHERE catalog = $1 AND namespace = $2 AND name = $3 AND table_uuid = $4`,
 			ref.Catalog, ref.Namespace, ref.Name, ref.UUID))
 	}
@@ -102,8 +96,8 @@ func (s *postgresStore) RegisterTable(ctx context.Context, ref TableRef) (Table,
 
 // FindTable returns the newest incarnation of a table name.
 func (s *postgresStore) FindTable(ctx context.Context, catalog, namespace, name string) (Table, error) {
-	t, err := scanPgTable(s.pool.QueryRow(ctx, `
-		SELECT `+pgTableCols+` FROM maintained_table
+	t, err := scanTable(s.pool.QueryRow(ctx, `
+		SELECT `+tableCols+` FROM maintained_table
 		WHERE catalog = $1 AND namespace = $2 AND name = $3
 		ORDER BY id DESC LIMIT 1`, catalog, namespace, name))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -117,7 +111,7 @@ func (s *postgresStore) FindTable(ctx context.Context, catalog, namespace, name 
 
 // GetTable returns a table row by id.
 func (s *postgresStore) GetTable(ctx context.Context, id int64) (Table, error) {
-	t, err := scanPgTable(s.pool.QueryRow(ctx, `SELECT `+pgTableCols+` FROM maintained_table WHERE id = $1`, id))
+	t, err := scanTable(s.pool.QueryRow(ctx, `SELECT `+tableCols+` FROM maintained_table WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Table{}, notFound("table", id)
 	}
@@ -125,39 +119,6 @@ func (s *postgresStore) GetTable(ctx context.Context, id int64) (Table, error) {
 		return Table{}, pgError("get table", err)
 	}
 	return t, nil
-}
-
-const pgJobCols = `id, coalesce(job_id, ''), table_id, policy_id, types, "trigger", status, fence,
-	before_snapshot_id, after_snapshot_id, coalesce(error, ''), spec, outcomes, created_at, started_at, finished_at,
-	coalesce(node, '')`
-
-func scanPgJob(row pgx.Row) (Job, error) {
-	var (
-		j                   Job
-		types               string
-		spec, outcomes      []byte
-		started, finishedAt *time.Time
-	)
-	err := row.Scan(&j.ID, &j.JobID, &j.TableID, &j.PolicyID, &types, &j.Trigger, &j.Status, &j.Fence,
-		&j.BeforeSnapshotID, &j.AfterSnapshotID, &j.Error, &spec, &outcomes, &j.CreatedAt, &started, &finishedAt, &j.Node)
-	if err != nil {
-		return Job{}, err
-	}
-	j.Types = splitTypes(types)
-	if spec != nil {
-		j.Spec = json.RawMessage(spec)
-	}
-	if outcomes != nil {
-		j.Outcomes = json.RawMessage(outcomes)
-	}
-	j.CreatedAt = j.CreatedAt.UTC()
-	if started != nil {
-		j.StartedAt = started.UTC()
-	}
-	if finishedAt != nil {
-		j.FinishedAt = finishedAt.UTC()
-	}
-	return j, nil
 }
 
 // CreateJob inserts a pending job row; the partial unique index turns a
@@ -173,10 +134,10 @@ func pgInsertJob(ctx context.Context, db pgDB, nj NewJob, now time.Time) (Job, e
 	if err != nil {
 		return Job{}, err
 	}
-	j, err := scanPgJob(db.QueryRow(ctx, `
+	j, err := scanJob(db.QueryRow(ctx, `
 		INSERT INTO table_maintenance_job (job_id, table_id, policy_id, types, "trigger", status, fence, spec, created_at, node)
 		VALUES (nullif($1, ''), $2, $3, $4, $5, $6, 1, $7::jsonb, $8, nullif($9, ''))
-		RETURNING `+pgJobCols,
+		RETURNING `+jobCols,
 		nj.JobID, nj.TableID, nj.PolicyID, types, string(nj.Trigger), string(StatusPending), nullJSON(nj.Spec), utc(now), nj.Node))
 	if err != nil {
 		return Job{}, pgJobInsertError(nj, err)
@@ -215,7 +176,7 @@ func pgJobInsertError(nj NewJob, err error) error {
 
 // GetJob returns a job row by id.
 func (s *postgresStore) GetJob(ctx context.Context, id int64) (Job, error) {
-	j, err := scanPgJob(s.pool.QueryRow(ctx, `SELECT `+pgJobCols+` FROM table_maintenance_job WHERE id = $1`, id))
+	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobCols+` FROM table_maintenance_job WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Job{}, notFound("job", id)
 	}
@@ -373,12 +334,12 @@ func (s *postgresStore) ListJobs(ctx context.Context, tableID int64, limit int) 
 		return nil, err
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT `+pgJobCols+` FROM table_maintenance_job
+		SELECT `+jobCols+` FROM table_maintenance_job
 		WHERE table_id = $1 ORDER BY id DESC LIMIT $2`, tableID, limit)
 	if err != nil {
 		return nil, pgError("list jobs", err)
 	}
-	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanPgJob(r) })
+	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
 	if err != nil {
 		return nil, pgError("list jobs", err)
 	}
@@ -415,22 +376,11 @@ func (s *postgresStore) ListSnapshotMetrics(ctx context.Context, tableID int64) 
 	if err != nil {
 		return nil, pgError("list snapshot metrics", err)
 	}
-	ms, err := pgx.CollectRows(rows, scanPgMetrics)
+	ms, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SnapshotMetrics, error) { return scanMetrics(r) })
 	if err != nil {
 		return nil, pgError("list snapshot metrics", err)
 	}
 	return ms, nil
-}
-
-// scanPgMetrics reads table_id, policy_id, snapshot_id, metrics_value,
-// recorded_at.
-func scanPgMetrics(r pgx.CollectableRow) (SnapshotMetrics, error) {
-	var m SnapshotMetrics
-	var value []byte
-	err := r.Scan(&m.TableID, &m.PolicyID, &m.SnapshotID, &value, &m.RecordedAt)
-	m.Value = json.RawMessage(value)
-	m.RecordedAt = m.RecordedAt.UTC()
-	return m, err
 }
 
 // nullJSON passes empty JSON as SQL NULL and anything else as JSON text.

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -42,6 +41,9 @@ type sqliteStore struct {
 	path string
 	log  *zap.Logger
 	now  func() time.Time
+	// sqlStore holds the operations written once for both backends
+	// (sqlstore.go), here over the two pools.
+	sqlStore
 }
 
 var _ backend = (*sqliteStore)(nil)
@@ -93,7 +95,9 @@ func openSQLite(ctx context.Context, path string, log *zap.Logger, now func() ti
 	}
 	r.SetMaxOpenConns(sqliteReaders)
 	r.SetMaxIdleConns(sqliteReaders)
-	return &sqliteStore{w: w, r: r, path: path, log: log, now: now}, nil
+	s := &sqliteStore{w: w, r: r, path: path, log: log, now: now}
+	s.sqlStore = sqlStore{b: sqliteBackend{s}, clock: now}
+	return s, nil
 }
 
 // pingSQLite opens the writer's connection. Switching a new file to WAL
@@ -154,21 +158,6 @@ func parseNullSQLiteTime(s sql.NullString) (time.Time, error) {
 	return parseSQLiteTime(s.String)
 }
 
-const sqliteTableCols = `id, catalog, namespace, name, table_uuid, created_at`
-
-func scanSQLiteTable(row *sql.Row) (Table, error) {
-	var (
-		t       Table
-		created string
-	)
-	if err := row.Scan(&t.ID, &t.Catalog, &t.Namespace, &t.Name, &t.UUID, &created); err != nil {
-		return Table{}, err
-	}
-	var err error
-	t.CreatedAt, err = parseSQLiteTime(created)
-	return t, err
-}
-
 // RegisterTable inserts the incarnation or, if it exists, returns it, in one
 // write transaction.
 func (s *sqliteStore) RegisterTable(ctx context.Context, ref TableRef) (Table, error) {
@@ -178,14 +167,14 @@ func (s *sqliteStore) RegisterTable(ctx context.Context, ref TableRef) (Table, e
 	var t Table
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		t, err = scanSQLiteTable(tx.QueryRowContext(ctx, `
+		t, err = scanTable(tx.QueryRowContext(ctx, `
 			INSERT INTO maintained_table (catalog, namespace, name, table_uuid, created_at)
 			VALUES (?1, ?2, ?3, ?4, ?5)
 			ON CONFLICT (catalog, namespace, name, table_uuid) DO NOTHING
-			RETURNING `+sqliteTableCols, ref.Catalog, ref.Namespace, ref.Name, ref.UUID, sqliteTime(s.now())))
+			RETURNING `+tableCols, ref.Catalog, ref.Namespace, ref.Name, ref.UUID, sqliteTime(s.now())))
 		if errors.Is(err, sql.ErrNoRows) {
-			t, err = scanSQLiteTable(tx.QueryRowContext(ctx, `
-				SELECT `+sqliteTableCols+` FROM maintained_table
+			t, err = scanTable(tx.QueryRowContext(ctx, `
+				SELECT `+tableCols+` FROM maintained_table
 				WHERE catalog = ?1 AND namespace = ?2 AND name = ?3 AND table_uuid = ?4`,
 				ref.Catalog, ref.Namespace, ref.Name, ref.UUID))
 		}
@@ -199,8 +188,8 @@ func (s *sqliteStore) RegisterTable(ctx context.Context, ref TableRef) (Table, e
 
 // FindTable returns the newest incarnation of a table name.
 func (s *sqliteStore) FindTable(ctx context.Context, catalog, namespace, name string) (Table, error) {
-	t, err := scanSQLiteTable(s.r.QueryRowContext(ctx, `
-		SELECT `+sqliteTableCols+` FROM maintained_table
+	t, err := scanTable(s.r.QueryRowContext(ctx, `
+		SELECT `+tableCols+` FROM maintained_table
 		WHERE catalog = ?1 AND namespace = ?2 AND name = ?3
 		ORDER BY id DESC LIMIT 1`, catalog, namespace, name))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -214,7 +203,7 @@ func (s *sqliteStore) FindTable(ctx context.Context, catalog, namespace, name st
 
 // GetTable returns a table row by id.
 func (s *sqliteStore) GetTable(ctx context.Context, id int64) (Table, error) {
-	t, err := scanSQLiteTable(s.r.QueryRowContext(ctx, `SELECT `+sqliteTableCols+` FROM maintained_table WHERE id = ?1`, id))
+	t, err := scanTable(s.r.QueryRowContext(ctx, `SELECT `+tableCols+` FROM maintained_table WHERE id = ?1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Table{}, notFound("table", id)
 	}
@@ -222,43 +211,6 @@ func (s *sqliteStore) GetTable(ctx context.Context, id int64) (Table, error) {
 		return Table{}, sqliteError("get table", err)
 	}
 	return t, nil
-}
-
-const sqliteJobCols = `id, coalesce(job_id, ''), table_id, policy_id, types, "trigger", status, fence,
-	before_snapshot_id, after_snapshot_id, coalesce(error, ''), spec, outcomes, created_at, started_at, finished_at,
-	coalesce(node, '')`
-
-type scanner interface{ Scan(dest ...any) error }
-
-func scanSQLiteJob(row scanner) (Job, error) {
-	var (
-		j                 Job
-		types, created    string
-		spec, outcomes    sql.NullString
-		started, finished sql.NullString
-	)
-	err := row.Scan(&j.ID, &j.JobID, &j.TableID, &j.PolicyID, &types, &j.Trigger, &j.Status, &j.Fence,
-		&j.BeforeSnapshotID, &j.AfterSnapshotID, &j.Error, &spec, &outcomes, &created, &started, &finished, &j.Node)
-	if err != nil {
-		return Job{}, err
-	}
-	j.Types = splitTypes(types)
-	if spec.Valid {
-		j.Spec = json.RawMessage(spec.String)
-	}
-	if outcomes.Valid {
-		j.Outcomes = json.RawMessage(outcomes.String)
-	}
-	if j.CreatedAt, err = parseSQLiteTime(created); err != nil {
-		return Job{}, err
-	}
-	if j.StartedAt, err = parseNullSQLiteTime(started); err != nil {
-		return Job{}, err
-	}
-	if j.FinishedAt, err = parseNullSQLiteTime(finished); err != nil {
-		return Job{}, err
-	}
-	return j, nil
 }
 
 // CreateJob inserts a pending job row; the partial unique index turns a
@@ -281,10 +233,10 @@ func sqliteInsertJob(ctx context.Context, tx *sql.Tx, nj NewJob, now time.Time) 
 	if err != nil {
 		return Job{}, err
 	}
-	j, err := scanSQLiteJob(tx.QueryRowContext(ctx, `
+	j, err := scanJob(tx.QueryRowContext(ctx, `
 		INSERT INTO table_maintenance_job (job_id, table_id, policy_id, types, "trigger", status, fence, spec, created_at, node)
 		VALUES (nullif(?1, ''), ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, nullif(?9, ''))
-		RETURNING `+sqliteJobCols,
+		RETURNING `+jobCols,
 		nj.JobID, nj.TableID, nj.PolicyID, types, string(nj.Trigger), string(StatusPending), nullJSON(nj.Spec), sqliteTime(now), nj.Node))
 	if err != nil {
 		var se *sqlite.Error
@@ -303,7 +255,7 @@ func sqliteInsertJob(ctx context.Context, tx *sql.Tx, nj NewJob, now time.Time) 
 
 // GetJob returns a job row by id.
 func (s *sqliteStore) GetJob(ctx context.Context, id int64) (Job, error) {
-	j, err := scanSQLiteJob(s.r.QueryRowContext(ctx, `SELECT `+sqliteJobCols+` FROM table_maintenance_job WHERE id = ?1`, id))
+	j, err := scanJob(s.r.QueryRowContext(ctx, `SELECT `+jobCols+` FROM table_maintenance_job WHERE id = ?1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Job{}, notFound("job", id)
 	}
@@ -470,7 +422,7 @@ func (s *sqliteStore) ListJobs(ctx context.Context, tableID int64, limit int) ([
 		return nil, err
 	}
 	rows, err := s.r.QueryContext(ctx, `
-		SELECT `+sqliteJobCols+` FROM table_maintenance_job
+		SELECT `+jobCols+` FROM table_maintenance_job
 		WHERE table_id = ?1 ORDER BY id DESC LIMIT ?2`, tableID, limit)
 	if err != nil {
 		return nil, sqliteError("list jobs", err)
@@ -478,7 +430,7 @@ func (s *sqliteStore) ListJobs(ctx context.Context, tableID int64, limit int) ([
 	defer rows.Close()
 	var jobs []Job
 	for rows.Next() {
-		j, err := scanSQLiteJob(rows)
+		j, err := scanJob(rows)
 		if err != nil {
 			return nil, sqliteError("list jobs", err)
 		}
@@ -516,34 +468,14 @@ func (s *sqliteStore) UpsertSnapshotMetrics(ctx context.Context, m SnapshotMetri
 
 // ListSnapshotMetrics returns a table's metrics rows, oldest first.
 func (s *sqliteStore) ListSnapshotMetrics(ctx context.Context, tableID int64) ([]SnapshotMetrics, error) {
-	rows, err := s.r.QueryContext(ctx, `
+	ms, err := collect(ctx, sqliteQ{s.r}, scanMetrics, `
 		SELECT table_id, policy_id, snapshot_id, metrics_value, recorded_at
 		FROM table_snapshot_metrics WHERE table_id = ?1
 		ORDER BY recorded_at, policy_id, snapshot_id`, tableID)
 	if err != nil {
 		return nil, sqliteError("list snapshot metrics", err)
 	}
-	ms, err := collectSQLite(rows, nil, scanSQLiteMetrics)
-	if err != nil {
-		return nil, sqliteError("list snapshot metrics", err)
-	}
 	return ms, nil
-}
-
-// scanSQLiteMetrics reads table_id, policy_id, snapshot_id, metrics_value,
-// recorded_at.
-func scanSQLiteMetrics(r scanner) (SnapshotMetrics, error) {
-	var (
-		m               SnapshotMetrics
-		value, recorded string
-	)
-	if err := r.Scan(&m.TableID, &m.PolicyID, &m.SnapshotID, &value, &recorded); err != nil {
-		return m, err
-	}
-	m.Value = json.RawMessage(value)
-	var err error
-	m.RecordedAt, err = parseSQLiteTime(recorded)
-	return m, err
 }
 
 // sqliteError maps constraint failures that mean a bad argument (CHECK) to

@@ -66,13 +66,13 @@ func (s *postgresStore) LatestJobs(ctx context.Context, limit int) ([]Job, error
 		return nil, err
 	}
 	rows, err := s.pool.Query(ctx, `
-		SELECT `+pgJobCols+` FROM (
+		SELECT `+jobCols+` FROM (
 			SELECT DISTINCT ON (table_id) * FROM table_maintenance_job ORDER BY table_id, id DESC
 		) j ORDER BY id DESC LIMIT $1`, limit)
 	if err != nil {
 		return nil, pgError("latest jobs", err)
 	}
-	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanPgJob(r) })
+	jobs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Job, error) { return scanJob(r) })
 	if err != nil {
 		return nil, pgError("latest jobs", err)
 	}
@@ -84,8 +84,12 @@ func (s *sqliteStore) LatestJobs(ctx context.Context, limit int) ([]Job, error) 
 	if err := validateLimit(limit); err != nil {
 		return nil, err
 	}
-	return s.queryJobs(ctx, "latest jobs", `
-		SELECT `+sqliteJobCols+` FROM table_maintenance_job
+	jobs, err := collect(ctx, sqliteQ{s.r}, scanJob, `
+		SELECT `+jobCols+` FROM table_maintenance_job
 		WHERE id IN (SELECT max(id) FROM table_maintenance_job GROUP BY table_id)
 		ORDER BY id DESC LIMIT ?1`, limit)
+	if err != nil {
+		return nil, sqliteError("latest jobs", err)
+	}
+	return jobs, nil
 }

@@ -1,0 +1,191 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// This file is the seam between the store operations written once for both
+// backends (the methods of sqlStore, e.g. policy_ops.go) and the backends.
+// What differs between PostgreSQL and SQLite sits behind sqlBackend
+// (sqlstore_postgres.go, sqlstore_sqlite.go): where SQL runs, how a write
+// transaction is opened, how a placeholder, a cast, a row lock and a time
+// argument are spelled, and how driver errors read. The logic around it
+// (validation, resolution, version bumps, batching) lives in sqlStore.
+
+// sqlStore holds the operations written once for both backends. Both
+// postgresStore and sqliteStore embed one built over their own sqlBackend,
+// so its exported methods are theirs.
+type sqlStore struct {
+	b sqlBackend
+	// clock is the store's clock (the backend's now).
+	clock func() time.Time
+}
+
+// sqlBackend is what a backend supplies to sqlStore.
+type sqlBackend interface {
+	// read returns where reads outside a write transaction run:
+	// PostgreSQL's pool, SQLite's read-only pool.
+	read() dbQ
+	// inTx runs fn in one write transaction, committed when fn returns nil
+	// and rolled back otherwise: a pgx transaction on PostgreSQL, a BEGIN
+	// IMMEDIATE transaction on the single writer connection on SQLite.
+	inTx(ctx context.Context, fn func(q dbQ) error) error
+	// param renders placeholder i: $i or ?i.
+	param(i int) string
+	// typed renders placeholder i as a value of SQL type typ, where
+	// PostgreSQL cannot infer a placeholder's type from the statement
+	// ($i::typ); SQLite needs no cast (?i).
+	typed(i int, typ string) string
+	// forUpdate ends a SELECT in a write transaction whose rows must stay
+	// locked until the transaction ends: " FOR UPDATE" on PostgreSQL,
+	// nothing on SQLite, whose write transactions hold the database's write
+	// lock from BEGIN IMMEDIATE on.
+	forUpdate() string
+	// timeArg is t as a query argument: a time.Time for PostgreSQL's
+	// timestamptz, text in sqliteTimeLayout for SQLite.
+	timeArg(t time.Time) any
+	// isUnique reports whether err is a violation of the unique index k.
+	isUnique(err error, k uniqueIndex) bool
+	// wrap maps a driver error of operation op to the store's errors
+	// (pgError, sqliteError).
+	wrap(op string, err error) error
+}
+
+// dbQ runs SQL text, written with the backend's placeholders, on a pool or
+// in a transaction.
+type dbQ interface {
+	// queryRow runs a query returning at most one row. Scanning a result
+	// without a row fails with an error matching sql.ErrNoRows (pgx's
+	// ErrNoRows matches it too).
+	queryRow(ctx context.Context, text string, args ...any) scanner
+	// query runs a query and calls each for every row, stopping at the
+	// first error.
+	query(ctx context.Context, each func(row scanner) error, text string, args ...any) error
+	// exec runs a statement and returns how many rows it changed.
+	exec(ctx context.Context, text string, args ...any) (rowsAffected int64, err error)
+}
+
+// scanner is one result row: pgx.Row, pgx.Rows, *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+// uniqueIndex names a unique index the way each backend reports its
+// violation: PostgreSQL by the index's name, SQLite by its columns.
+type uniqueIndex struct {
+	pgName        string
+	sqliteColumns string
+}
+
+// fail returns err unchanged when it is one of the store's own errors (an
+// operation's logic returned it from inside a transaction) and otherwise
+// maps the driver error with the backend's wrap.
+func (s *sqlStore) fail(op string, err error) error {
+	for _, sentinel := range []error{ErrNotFound, ErrConflict, ErrInvalidArgument} {
+		if errors.Is(err, sentinel) {
+			return err
+		}
+	}
+	return s.b.wrap(op, err)
+}
+
+// collect runs a query on q and scans every row with scan. No rows is an
+// empty, non-nil slice.
+func collect[T any](ctx context.Context, q dbQ, scan func(scanner) (T, error), text string, args ...any) ([]T, error) {
+	out := []T{}
+	err := q.query(ctx, func(row scanner) error {
+		v, err := scan(row)
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	}, text, args...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// dbTime is the scan target of a timestamp column of either backend (see
+// scanTime): PostgreSQL's timestamptz arrives as a time.Time, SQLite's text
+// in sqliteTimeLayout; NULL is the zero time. The result is in UTC.
+type dbTime time.Time
+
+// scanTime returns the scan target that stores a timestamp column in t.
+func scanTime(t *time.Time) *dbTime { return (*dbTime)(t) }
+
+// Scan implements sql.Scanner, which pgx honours too.
+func (d *dbTime) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*d = dbTime{}
+	case time.Time:
+		*d = dbTime(v.UTC())
+	case string:
+		t, err := parseSQLiteTime(v)
+		if err != nil {
+			return err
+		}
+		*d = dbTime(t)
+	default:
+		return fmt.Errorf("store: cannot scan %T as a time", src)
+	}
+	return nil
+}
+
+// tableCols are the columns of maintained_table that scanTable reads.
+const tableCols = `id, catalog, namespace, name, table_uuid, created_at`
+
+// scanTable reads tableCols.
+func scanTable(row scanner) (Table, error) {
+	var t Table
+	if err := row.Scan(&t.ID, &t.Catalog, &t.Namespace, &t.Name, &t.UUID, scanTime(&t.CreatedAt)); err != nil {
+		return Table{}, err
+	}
+	return t, nil
+}
+
+// jobCols are the columns of table_maintenance_job that scanJob reads.
+const jobCols = `id, coalesce(job_id, ''), table_id, policy_id, types, "trigger", status, fence,
+	before_snapshot_id, after_snapshot_id, coalesce(error, ''), spec, outcomes, created_at, started_at, finished_at,
+	coalesce(node, '')`
+
+// scanJob reads jobCols. A NULL spec or outcomes stays nil.
+func scanJob(row scanner) (Job, error) {
+	var (
+		j              Job
+		types          string
+		spec, outcomes []byte
+	)
+	err := row.Scan(&j.ID, &j.JobID, &j.TableID, &j.PolicyID, &types, &j.Trigger, &j.Status, &j.Fence,
+		&j.BeforeSnapshotID, &j.AfterSnapshotID, &j.Error, &spec, &outcomes,
+		scanTime(&j.CreatedAt), scanTime(&j.StartedAt), scanTime(&j.FinishedAt), &j.Node)
+	if err != nil {
+		return Job{}, err
+	}
+	j.Types = splitTypes(types)
+	if spec != nil {
+		j.Spec = json.RawMessage(spec)
+	}
+	if outcomes != nil {
+		j.Outcomes = json.RawMessage(outcomes)
+	}
+	return j, nil
+}
+
+// scanMetrics reads table_id, policy_id, snapshot_id, metrics_value,
+// recorded_at of table_snapshot_metrics.
+func scanMetrics(row scanner) (SnapshotMetrics, error) {
+	var (
+		m     SnapshotMetrics
+		value []byte
+	)
+	if err := row.Scan(&m.TableID, &m.PolicyID, &m.SnapshotID, &value, scanTime(&m.RecordedAt)); err != nil {
+		return SnapshotMetrics{}, err
+	}
+	m.Value = json.RawMessage(value)
+	return m, nil
+}
