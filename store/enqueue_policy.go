@@ -50,7 +50,7 @@ func pgEnqueuePolicySQL() string {
 
 // pgPolicyBatchCTEs are t, the batch (placeholders 1 policy, 2 after, 3
 // limit, 4 window), and w, the scan window it examined.
-var pgPolicyBatchCTEs = `t AS (` + tablesForPolicySQL(pgPlaceholder) + `),
+var pgPolicyBatchCTEs = `t AS (` + tablesForPolicySQL(pgDialect{}) + `),
 		w AS (SELECT id FROM maintained_table WHERE id > $2 ORDER BY id LIMIT $4)`
 
 // pgPolicyInsertCTEs are ins, a task per row of t (placeholders 5 task

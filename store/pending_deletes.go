@@ -20,6 +20,16 @@ func validatePaths(paths []string) error {
 	return nil
 }
 
+// PendingDeletes lists the table's plan.
+func (s *sqlStore) PendingDeletes(ctx context.Context, tableID int64) ([]string, error) {
+	paths, err := collect(ctx, s.b.read(), func(row scanner) (p string, err error) { return p, row.Scan(&p) },
+		`SELECT path FROM pending_delete WHERE table_id = `+s.b.param(1)+` ORDER BY path`, tableID)
+	if err != nil {
+		return nil, s.b.wrap("pending deletes", err)
+	}
+	return paths, nil
+}
+
 // AddPendingDeletes records the plan in one transaction that first checks
 // the fence under a share lock, so a fence bump cannot land in between.
 func (s *postgresStore) AddPendingDeletes(ctx context.Context, id, fence int64, paths []string) error {
@@ -57,19 +67,6 @@ func (s *postgresStore) AddPendingDeletes(ctx context.Context, id, fence int64, 
 		return pgError(op, err)
 	}
 	return nil
-}
-
-// PendingDeletes lists the table's plan.
-func (s *postgresStore) PendingDeletes(ctx context.Context, tableID int64) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT path FROM pending_delete WHERE table_id = $1 ORDER BY path`, tableID)
-	if err != nil {
-		return nil, pgError("pending deletes", err)
-	}
-	paths, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, pgError("pending deletes", err)
-	}
-	return paths, nil
 }
 
 // DonePendingDeletes removes paths from the table's plan.
@@ -125,27 +122,6 @@ func (s *sqliteStore) AddPendingDeletes(ctx context.Context, id, fence int64, pa
 		return sqliteError(op, err)
 	}
 	return fenceErr
-}
-
-// PendingDeletes lists the table's plan.
-func (s *sqliteStore) PendingDeletes(ctx context.Context, tableID int64) ([]string, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT path FROM pending_delete WHERE table_id = ?1 ORDER BY path`, tableID)
-	if err != nil {
-		return nil, sqliteError("pending deletes", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			return nil, sqliteError("pending deletes", err)
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, sqliteError("pending deletes", err)
-	}
-	return out, nil
 }
 
 // DonePendingDeletes removes paths from the table's plan.

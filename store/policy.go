@@ -356,12 +356,17 @@ func attachmentRank(a string) string {
 // call with limit examines at most: ten times limit, at least 100.
 func TablesScanWindow(limit int) int { return max(10*limit, 100) }
 
-// tablesForPolicySQL is TablesForPolicy's query; p renders placeholder i
-// (1: policy id, 2: after table id, 3: limit, 4: scan window). The window
+// tablesForPolicySQL is TablesForPolicy's query in dialect d, placeholders
+// 1: policy id, 2: after table id, 3: limit, 4: scan window. The window
 // subquery, a LIMIT over the primary key, is what bounds the work: without
 // it PostgreSQL, misjudging how many rows the attachment conditions keep,
-// would filter every row above the cursor and sort them on each call.
-func tablesForPolicySQL(p func(int) string) string {
+// would filter every row above the cursor and sort them on each call. The
+// attachment EXISTS ends in d.noPullUp(): as a hash semi join PostgreSQL
+// lost the window's id order, so every call filtered all of the scan window
+// and sorted it (5.4 ms for a batch of 100 out of 100,000 tables) instead
+// of stopping at the limit (1.8 ms).
+func tablesForPolicySQL(d sqlDialect) string {
+	p := d.param
 	return `
 		SELECT t.id, t.catalog, t.namespace, t.name, t.table_uuid, t.created_at
 		FROM (SELECT id, catalog, namespace, name, table_uuid, created_at FROM maintained_table
@@ -373,27 +378,16 @@ func tablesForPolicySQL(p func(int) string) string {
 			  AND NOT EXISTS (SELECT 1 FROM policy_attachment b
 				WHERE b.policy_type = a.policy_type AND b.policy_id <> a.policy_id
 				  AND ` + attachmentCovers("b", "t.catalog", "t.namespace", "t.name") + `
-				  AND ` + attachmentRank("b") + ` > ` + attachmentRank("a") + `)` + noPullUp(p) + `)
+				  AND ` + attachmentRank("b") + ` > ` + attachmentRank("a") + `)` + d.noPullUp() + `)
 		ORDER BY t.id
 		LIMIT ` + p(3)
 }
 
-// noPullUp keeps PostgreSQL from turning the attachment EXISTS into a
-// hash semi join: as a join it lost the window's id order, so every call
-// filtered all of the scan window and sorted it (5.4 ms for a batch of 100
-// out of 100,000 tables) instead of stopping at the limit (1.8 ms). An
-// OFFSET in a sublink keeps it a per-row subplan. SQLite plans the
-// sublink per row anyway and rejects OFFSET without LIMIT.
-func noPullUp(p func(int) string) string {
-	if p(1) == "$1" {
-		return " OFFSET 0"
-	}
-	return ""
-}
-
 // tablesWindowSQL returns the highest id and the number of rows of the
-// window tablesForPolicySQL examined (1: after table id, 2: scan window).
-func tablesWindowSQL(p func(int) string) string {
+// window tablesForPolicySQL examined, in dialect d (1: after table id, 2:
+// scan window).
+func tablesWindowSQL(d sqlDialect) string {
+	p := d.param
 	return `SELECT coalesce(max(id), 0), count(*) FROM (SELECT id FROM maintained_table
 		WHERE id > ` + p(1) + ` ORDER BY id LIMIT ` + p(2) + `) w`
 }

@@ -388,12 +388,12 @@ func (s *sqlStore) TablesForPolicy(ctx context.Context, policyID, afterTableID i
 // runs the same query inside its insert, see pgEnqueuePolicySQL).
 func (s *sqlStore) tablesForPolicy(ctx context.Context, q dbQ, policyID, afterTableID int64, limit int) ([]Table, int64, error) {
 	scan := TablesScanWindow(limit)
-	ts, err := collect(ctx, q, scanTable, tablesForPolicySQL(s.b.param), policyID, afterTableID, limit, scan)
+	ts, err := collect(ctx, q, scanTable, tablesForPolicySQL(s.b), policyID, afterTableID, limit, scan)
 	if err != nil {
 		return nil, 0, err
 	}
 	next, err := tablesNext(ts, limit, scan, func() (maxID int64, n int, err error) {
-		err = q.queryRow(ctx, tablesWindowSQL(s.b.param), afterTableID, scan).Scan(&maxID, &n)
+		err = q.queryRow(ctx, tablesWindowSQL(s.b), afterTableID, scan).Scan(&maxID, &n)
 		return maxID, n, err
 	})
 	if err != nil {

@@ -96,7 +96,7 @@ func openSQLite(ctx context.Context, path string, log *zap.Logger, now func() ti
 	r.SetMaxOpenConns(sqliteReaders)
 	r.SetMaxIdleConns(sqliteReaders)
 	s := &sqliteStore{w: w, r: r, path: path, log: log, now: now}
-	s.sqlStore = sqlStore{b: sqliteBackend{s}, clock: now}
+	s.sqlStore = sqlStore{b: sqliteBackend{s: s}, clock: now}
 	return s, nil
 }
 
@@ -158,61 +158,6 @@ func parseNullSQLiteTime(s sql.NullString) (time.Time, error) {
 	return parseSQLiteTime(s.String)
 }
 
-// RegisterTable inserts the incarnation or, if it exists, returns it, in one
-// write transaction.
-func (s *sqliteStore) RegisterTable(ctx context.Context, ref TableRef) (Table, error) {
-	if err := validateTableRef(ref); err != nil {
-		return Table{}, err
-	}
-	var t Table
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		t, err = scanTable(tx.QueryRowContext(ctx, `
-			INSERT INTO maintained_table (catalog, namespace, name, table_uuid, created_at)
-			VALUES (?1, ?2, ?3, ?4, ?5)
-			ON CONFLICT (catalog, namespace, name, table_uuid) DO NOTHING
-			RETURNING `+tableCols, ref.Catalog, ref.Namespace, ref.Name, ref.UUID, sqliteTime(s.now())))
-		if errors.Is(err, sql.ErrNoRows) {
-			t, err = scanTable(tx.QueryRowContext(ctx, `
-				SELECT `+tableCols+` FROM maintained_table
-				WHERE catalog = ?1 AND namespace = ?2 AND name = ?3 AND table_uuid = ?4`,
-				ref.Catalog, ref.Namespace, ref.Name, ref.UUID))
-		}
-		return err
-	})
-	if err != nil {
-		return Table{}, sqliteError("register table", err)
-	}
-	return t, nil
-}
-
-// FindTable returns the newest incarnation of a table name.
-func (s *sqliteStore) FindTable(ctx context.Context, catalog, namespace, name string) (Table, error) {
-	t, err := scanTable(s.r.QueryRowContext(ctx, `
-		SELECT `+tableCols+` FROM maintained_table
-		WHERE catalog = ?1 AND namespace = ?2 AND name = ?3
-		ORDER BY id DESC LIMIT 1`, catalog, namespace, name))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Table{}, fmt.Errorf("%w: table %s.%s.%s", ErrNotFound, catalog, namespace, name)
-	}
-	if err != nil {
-		return Table{}, sqliteError("find table", err)
-	}
-	return t, nil
-}
-
-// GetTable returns a table row by id.
-func (s *sqliteStore) GetTable(ctx context.Context, id int64) (Table, error) {
-	t, err := scanTable(s.r.QueryRowContext(ctx, `SELECT `+tableCols+` FROM maintained_table WHERE id = ?1`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Table{}, notFound("table", id)
-	}
-	if err != nil {
-		return Table{}, sqliteError("get table", err)
-	}
-	return t, nil
-}
-
 // CreateJob inserts a pending job row; the partial unique index turns a
 // second in-flight row into ErrInFlight.
 func (s *sqliteStore) CreateJob(ctx context.Context, nj NewJob) (Job, error) {
@@ -225,62 +170,17 @@ func (s *sqliteStore) CreateJob(ctx context.Context, nj NewJob) (Job, error) {
 	return j, err
 }
 
-// sqliteInsertJob inserts a pending job row in tx, mapping the in-flight
-// index and the table foreign key to ErrInFlight and ErrNotFound. It serves
-// both CreateJob and the scheduler's TxWriter, so the two cannot drift.
+// sqliteInsertJob is insertJob in tx. It serves both CreateJob and the
+// scheduler's TxWriter.
 func sqliteInsertJob(ctx context.Context, tx *sql.Tx, nj NewJob, now time.Time) (Job, error) {
-	types, err := validateNewJob(nj)
-	if err != nil {
-		return Job{}, err
-	}
-	j, err := scanJob(tx.QueryRowContext(ctx, `
-		INSERT INTO table_maintenance_job (job_id, table_id, policy_id, types, "trigger", status, fence, spec, created_at, node)
-		VALUES (nullif(?1, ''), ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, nullif(?9, ''))
-		RETURNING `+jobCols,
-		nj.JobID, nj.TableID, nj.PolicyID, types, string(nj.Trigger), string(StatusPending), nullJSON(nj.Spec), sqliteTime(now), nj.Node))
-	if err != nil {
-		var se *sqlite.Error
-		if errors.As(err, &se) {
-			switch {
-			case se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE && strings.Contains(se.Error(), "table_maintenance_job.table_id"):
-				return Job{}, inFlightError(nj)
-			case se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
-				return Job{}, notFound("table", nj.TableID)
-			}
-		}
-		return Job{}, sqliteError("create job", err)
-	}
-	return j, nil
+	return insertJob(ctx, sqliteDialect{}, sqliteQ{tx}, nj, now)
 }
 
-// GetJob returns a job row by id.
-func (s *sqliteStore) GetJob(ctx context.Context, id int64) (Job, error) {
-	j, err := scanJob(s.r.QueryRowContext(ctx, `SELECT `+jobCols+` FROM table_maintenance_job WHERE id = ?1`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Job{}, notFound("job", id)
-	}
-	if err != nil {
-		return Job{}, sqliteError("get job", err)
-	}
-	return j, nil
-}
-
-// fenced runs one fenced UPDATE of job id inside a write transaction. set is
-// the SET list; its own arguments start at ?3 (?1 is the id, ?2 the fence).
-// If the UPDATE matched no row, the same transaction looks the row up to tell
-// ErrNotFound from ErrStaleFence; the fence itself is checked by the UPDATE.
-func (s *sqliteStore) fenced(ctx context.Context, op string, id, fence int64, set string, args ...any) error {
-	return s.fencedIf(ctx, op, id, fence, "", set, args...)
-}
-
-// fencedIf is fenced with an extra condition cond ("AND …") on the row; a
-// row whose fence matches but fails cond is reported as ErrStaleFence too.
-func (s *sqliteStore) fencedIf(ctx context.Context, op string, id, fence int64, cond, set string, args ...any) error {
-	return s.fencedThen(ctx, op, id, fence, cond, nil, set, args...)
-}
-
-// fencedThen is fencedIf that also runs then in the same transaction when
-// the UPDATE matched the row.
+// fencedThen runs one fenced UPDATE of job id inside a write transaction
+// (sqlBackend.fenced, which see) and, when the UPDATE matched the row, then
+// in the same transaction. If the UPDATE matched no row, the same
+// transaction looks the row up to tell ErrNotFound from ErrStaleFence; the
+// fence itself is checked by the UPDATE.
 func (s *sqliteStore) fencedThen(ctx context.Context, op string, id, fence int64, cond string, then func(*sql.Tx) error, set string, args ...any) error {
 	var fenceErr error
 	err := s.writeTx(ctx, func(tx *sql.Tx) error {
@@ -319,22 +219,6 @@ func (s *sqliteStore) fencedThen(ctx context.Context, op string, id, fence int64
 	return fenceErr
 }
 
-// StartJob marks the job running.
-func (s *sqliteStore) StartJob(ctx context.Context, id, fence int64, at time.Time) error {
-	return s.fencedIf(ctx, "start job", id, fence, `AND status = 'pending'`, `status = ?3, started_at = ?4`,
-		string(StatusRunning), sqliteTime(orNow(at, s.now)))
-}
-
-// SetBeforeSnapshot records the sampled snapshot.
-func (s *sqliteStore) SetBeforeSnapshot(ctx context.Context, id, fence, snapshotID int64) error {
-	return s.fenced(ctx, "set before snapshot", id, fence, `before_snapshot_id = ?3`, snapshotID)
-}
-
-// SetJobID records the external job id.
-func (s *sqliteStore) SetJobID(ctx context.Context, id, fence int64, jobID string) error {
-	return s.fenced(ctx, "set job id", id, fence, `job_id = nullif(?3, '')`, jobID)
-}
-
 // FinishJob closes the row.
 func (s *sqliteStore) FinishJob(ctx context.Context, id, fence int64, f Finish) error {
 	if err := validateFinish(f); err != nil {
@@ -353,129 +237,6 @@ func (s *sqliteStore) FinishJob(ctx context.Context, id, fence int64, f Finish) 
 	return s.fencedThen(ctx, "finish job", id, fence, "", wake,
 		`status = ?3, after_snapshot_id = ?4, error = nullif(?5, ''), finished_at = ?6, outcomes = ?7`,
 		string(f.Status), f.AfterSnapshotID, f.Error, at, nullJSON(f.Outcomes))
-}
-
-// CheckFence reads the row's fence and finished state.
-func (s *sqliteStore) CheckFence(ctx context.Context, id, fence int64) error {
-	var (
-		current  int64
-		finished bool
-	)
-	err := s.r.QueryRowContext(ctx, `SELECT fence, finished_at IS NOT NULL FROM table_maintenance_job WHERE id = ?1`, id).
-		Scan(&current, &finished)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fenceError("check fence", id, fence, false, 0, false)
-	}
-	if err != nil {
-		return sqliteError("check fence", err)
-	}
-	if current == fence && !finished {
-		return nil
-	}
-	return fenceError("check fence", id, fence, true, current, finished)
-}
-
-// InFlightBaseSnapshots lists the before snapshots of the table's other
-// in-flight rows.
-func (s *sqliteStore) InFlightBaseSnapshots(ctx context.Context, tableID, excludeJobID int64) ([]int64, error) {
-	rows, err := s.r.QueryContext(ctx, `
-		SELECT DISTINCT before_snapshot_id FROM table_maintenance_job
-		WHERE table_id = ?1 AND id <> ?2 AND finished_at IS NULL AND before_snapshot_id IS NOT NULL
-		ORDER BY before_snapshot_id`, tableID, excludeJobID)
-	if err != nil {
-		return nil, sqliteError("in-flight base snapshots", err)
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, sqliteError("in-flight base snapshots", err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, sqliteError("in-flight base snapshots", err)
-	}
-	return ids, nil
-}
-
-// BumpFence increments the row's fence.
-func (s *sqliteStore) BumpFence(ctx context.Context, id int64) (int64, error) {
-	var fence int64
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx,
-			`UPDATE table_maintenance_job SET fence = fence + 1 WHERE id = ?1 RETURNING fence`, id).Scan(&fence)
-	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, notFound("job", id)
-	}
-	if err != nil {
-		return 0, sqliteError("bump fence", err)
-	}
-	return fence, nil
-}
-
-// ListJobs returns a table's newest job rows.
-func (s *sqliteStore) ListJobs(ctx context.Context, tableID int64, limit int) ([]Job, error) {
-	if err := validateLimit(limit); err != nil {
-		return nil, err
-	}
-	rows, err := s.r.QueryContext(ctx, `
-		SELECT `+jobCols+` FROM table_maintenance_job
-		WHERE table_id = ?1 ORDER BY id DESC LIMIT ?2`, tableID, limit)
-	if err != nil {
-		return nil, sqliteError("list jobs", err)
-	}
-	defer rows.Close()
-	var jobs []Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, sqliteError("list jobs", err)
-		}
-		jobs = append(jobs, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, sqliteError("list jobs", err)
-	}
-	return jobs, nil
-}
-
-// UpsertSnapshotMetrics inserts or replaces a metrics row.
-func (s *sqliteStore) UpsertSnapshotMetrics(ctx context.Context, m SnapshotMetrics) error {
-	if err := validateMetrics(m); err != nil {
-		return err
-	}
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `
-			INSERT INTO table_snapshot_metrics (table_id, policy_id, snapshot_id, metrics_value, recorded_at)
-			VALUES (?1, ?2, ?3, ?4, ?5)
-			ON CONFLICT (table_id, policy_id, snapshot_id)
-			DO UPDATE SET metrics_value = excluded.metrics_value, recorded_at = excluded.recorded_at`,
-			m.TableID, m.PolicyID, m.SnapshotID, string(m.Value), sqliteTime(orNow(m.RecordedAt, s.now)))
-		return err
-	})
-	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY {
-		return notFound("table", m.TableID)
-	}
-	if err != nil {
-		return sqliteError("upsert snapshot metrics", err)
-	}
-	return nil
-}
-
-// ListSnapshotMetrics returns a table's metrics rows, oldest first.
-func (s *sqliteStore) ListSnapshotMetrics(ctx context.Context, tableID int64) ([]SnapshotMetrics, error) {
-	ms, err := collect(ctx, sqliteQ{s.r}, scanMetrics, `
-		SELECT table_id, policy_id, snapshot_id, metrics_value, recorded_at
-		FROM table_snapshot_metrics WHERE table_id = ?1
-		ORDER BY recorded_at, policy_id, snapshot_id`, tableID)
-	if err != nil {
-		return nil, sqliteError("list snapshot metrics", err)
-	}
-	return ms, nil
 }
 
 // sqliteError maps constraint failures that mean a bad argument (CHECK) to

@@ -9,12 +9,14 @@ import (
 )
 
 // This file is the seam between the store operations written once for both
-// backends (the methods of sqlStore, e.g. policy_ops.go) and the backends.
-// What differs between PostgreSQL and SQLite sits behind sqlBackend
-// (sqlstore_postgres.go, sqlstore_sqlite.go): where SQL runs, how a write
-// transaction is opened, how a placeholder, a cast, a row lock and a time
-// argument are spelled, and how driver errors read. The logic around it
-// (validation, resolution, version bumps, batching) lives in sqlStore.
+// backends (the methods of sqlStore, e.g. policy_ops.go, ledger_ops.go) and
+// the backends. What differs between PostgreSQL and SQLite sits behind
+// sqlBackend (sqlstore_postgres.go, sqlstore_sqlite.go): where SQL runs, how
+// a write transaction is opened, how a fenced write is checked, and, in its
+// sqlDialect, how a placeholder, a cast, a row lock and a time argument are
+// spelled, how driver errors read, and the few statements whose text
+// differs. The logic around it (validation, resolution, version bumps,
+// batching, error classification) lives in sqlStore.
 
 // sqlStore holds the operations written once for both backends. Both
 // postgresStore and sqliteStore embed one built over their own sqlBackend,
@@ -25,15 +27,38 @@ type sqlStore struct {
 	clock func() time.Time
 }
 
-// sqlBackend is what a backend supplies to sqlStore.
+// sqlBackend is what a backend supplies to sqlStore: its connections and
+// its dialect.
 type sqlBackend interface {
+	sqlDialect
 	// read returns where reads outside a write transaction run:
 	// PostgreSQL's pool, SQLite's read-only pool.
 	read() dbQ
+	// write runs fn's statements where writes outside an explicit
+	// transaction run: on PostgreSQL's pool, each statement its own
+	// transaction (no BEGIN/COMMIT round trips); on SQLite in one BEGIN
+	// IMMEDIATE transaction on the writer, the only connection that may
+	// write. fn's error is returned as it is.
+	write(ctx context.Context, fn func(q dbQ) error) error
 	// inTx runs fn in one write transaction, committed when fn returns nil
 	// and rolled back otherwise: a pgx transaction on PostgreSQL, a BEGIN
 	// IMMEDIATE transaction on the single writer connection on SQLite.
 	inTx(ctx context.Context, fn func(q dbQ) error) error
+	// fenced runs one fenced UPDATE of job id: SET set WHERE the row is
+	// id, its fence is fence, it is not finished and cond ("AND …", may be
+	// empty) holds. set's own arguments args start at placeholder 3 (1 is
+	// the id, 2 the fence). A row the UPDATE did not match is classified by
+	// fenceError: ErrNotFound, or ErrStaleFence, also for a row whose fence
+	// matches but that fails cond. Driver errors are wrapped as op.
+	// PostgreSQL does the UPDATE and the lookup in one statement, SQLite in
+	// one write transaction.
+	fenced(ctx context.Context, op string, id, fence int64, cond, set string, args ...any) error
+}
+
+// sqlDialect is how a backend spells SQL and reads its driver's errors. It
+// holds no connection, so the statement builders and the helpers that the
+// scheduler's transactions share (insertJob) can take it alone.
+type sqlDialect interface {
 	// param renders placeholder i: $i or ?i.
 	param(i int) string
 	// typed renders placeholder i as a value of SQL type typ, where
@@ -45,14 +70,37 @@ type sqlBackend interface {
 	// nothing on SQLite, whose write transactions hold the database's write
 	// lock from BEGIN IMMEDIATE on.
 	forUpdate() string
+	// noPullUp ends a sublink (an EXISTS subquery) that the planner must
+	// run per row instead of turning it into a join: " OFFSET 0" on
+	// PostgreSQL, which does not pull up a sublink with an OFFSET; nothing
+	// on SQLite, which plans sublinks per row anyway and rejects OFFSET
+	// without LIMIT.
+	noPullUp() string
 	// timeArg is t as a query argument: a time.Time for PostgreSQL's
 	// timestamptz, text in sqliteTimeLayout for SQLite.
 	timeArg(t time.Time) any
 	// isUnique reports whether err is a violation of the unique index k.
 	isUnique(err error, k uniqueIndex) bool
+	// isForeignKey reports whether err is a foreign key violation.
+	isForeignKey(err error) bool
 	// wrap maps a driver error of operation op to the store's errors
 	// (pgError, sqliteError).
 	wrap(op string, err error) error
+	// stmts returns the statements whose text differs between the
+	// backends by more than the spellings above.
+	stmts() *dialectStmts
+}
+
+// dialectStmts are the statements a backend writes in its own SQL, where
+// the other's functions or clauses do not exist or plan worse. Each
+// backend's set is a variable beside its dialect.
+type dialectStmts struct {
+	// latestJobs selects jobCols of the newest row of each table, newest
+	// first, at most placeholder 1 rows.
+	latestJobs string
+	// jobStatsOutcomes counts the finished rows' per-type outcomes: one
+	// (type, outcome, count) row per pair found in the outcomes arrays.
+	jobStatsOutcomes string
 }
 
 // dbQ runs SQL text, written with the backend's placeholders, on a pool or
