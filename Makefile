@@ -18,7 +18,7 @@ RSS_ROWS ?= 10000
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build test demo bench fuzz testdata lint dbcheck clean weed
+.PHONY: help build test demo bench fuzz docs testdata lint dbcheck clean weed
 
 # SeaweedFS (S3 gateway + Iceberg REST catalog) for the object-storage tests,
 # built from its pinned Go module in tools/seaweedfs (about 5 minutes cold).
@@ -53,11 +53,14 @@ $(WEED_TOUCH): tools/seaweedfs/go.mod tools/seaweedfs/go.sum tools/seaweedfs/wee
 test: dbcheck $(WEED) $(WEED_TOUCH) ## Run every test with the race detector (needs PostgreSQL, see README; builds SeaweedFS once).
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 12m ./... ./testdata/
 
+docs: ## Regenerate docs/policies.md from package policy (a test fails when it is stale).
+	$(GO) test -count=1 -run '^TestReferenceIsCurrent$$' ./policy/ -update
+
 FUZZ_TIME ?= 30s
 fuzz: dbcheck ## Fuzz every parser a user feeds for FUZZ_TIME each (the checked-in corpora under */testdata/fuzz run in make test).
-	$(GO) test -run '^$$' -fuzz '^FuzzPolicyContent$$' -fuzztime $(FUZZ_TIME) ./coordinator/
-	$(GO) test -run '^$$' -fuzz '^FuzzPolicyDocument$$' -fuzztime $(FUZZ_TIME) ./coordinator/
-	$(GO) test -run '^$$' -fuzz '^FuzzCron$$' -fuzztime $(FUZZ_TIME) ./coordinator/
+	$(GO) test -run '^$$' -fuzz '^FuzzPolicyContent$$' -fuzztime $(FUZZ_TIME) ./policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzPolicyDocument$$' -fuzztime $(FUZZ_TIME) ./policy/
+	$(GO) test -run '^$$' -fuzz '^FuzzCron$$' -fuzztime $(FUZZ_TIME) ./policy/
 	$(GO) test -run '^$$' -fuzz '^FuzzCommitEvents$$' -fuzztime $(FUZZ_TIME) ./coordinator/httpapi/
 	$(GO) test -run '^$$' -fuzz '^FuzzConfigFile$$' -fuzztime $(FUZZ_TIME) ./cmd/tms-coordinator/
 	$(GO) test -run '^$$' -fuzz '^FuzzConfigValue$$' -fuzztime $(FUZZ_TIME) ./cmd/tms-coordinator/

@@ -3,70 +3,32 @@ package chain
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"go.uber.org/zap"
 
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/sampler"
 )
 
-// Type is a maintenance type. Its string form is the name used in policies,
-// job specs, the ledger and on the command line.
-type Type string
+// Type is a maintenance type. The types, their chain order and their
+// options are defined in package policy, with the policies that configure
+// them; chain names them for its own API.
+type Type = policy.Type
 
 // The maintenance types, in chain order.
 const (
-	Compaction      Type = "compaction"
-	ManifestRewrite Type = "manifest-rewrite"
-	SnapshotExpiry  Type = "snapshot-expiry"
-	OrphanCleanup   Type = "orphan-cleanup"
+	Compaction      = policy.Compaction
+	ManifestRewrite = policy.ManifestRewrite
+	SnapshotExpiry  = policy.SnapshotExpiry
+	OrphanCleanup   = policy.OrphanCleanup
 )
 
-// chainOrder is the fixed order in which a chain runs its types; orphan
-// cleanup is always last because it must see the files the other types left.
-var chainOrder = []Type{Compaction, ManifestRewrite, SnapshotExpiry, OrphanCleanup}
-
-// Rank returns t's position in the chain order (compaction 0 … orphan
-// cleanup 3), -1 for an unknown type: sort by it to run types in order.
-func Rank(t Type) int { return slices.Index(chainOrder, t) }
-
-// ParseTypes parses a comma-separated list of maintenance types such as
-// "compaction,manifest-rewrite". Blanks around names are ignored, duplicates
-// are dropped, and the result is sorted into chain order. An unknown or empty
-// name is an error naming it.
-func ParseTypes(s string) ([]Type, error) {
-	seen := map[Type]bool{}
-	for _, f := range strings.Split(s, ",") {
-		name := Type(strings.TrimSpace(f))
-		if name == "" {
-			return nil, fmt.Errorf("%w: empty maintenance type in %q", ErrInvalidPolicy, s)
-		}
-		if !slices.Contains(chainOrder, name) {
-			return nil, fmt.Errorf("%w: unknown maintenance type %q (want one of %s)", ErrInvalidPolicy, name, typeList())
-		}
-		seen[name] = true
-	}
-	out := make([]Type, 0, len(seen))
-	for _, t := range chainOrder {
-		if seen[t] {
-			out = append(out, t)
-		}
-	}
-	return out, nil
-}
-
-func typeList() string {
-	names := make([]string, len(chainOrder))
-	for i, t := range chainOrder {
-		names[i] = string(t)
-	}
-	return strings.Join(names, ", ")
-}
+// ErrInvalidPolicy is policy.ErrInvalid: wrapped by every error about a
+// step's type or policy content.
+var ErrInvalidPolicy = policy.ErrInvalid
 
 // Outcome is how one type of a chain ended.
 type Outcome string
@@ -242,11 +204,4 @@ func (r Report) Failed() bool {
 // The Report is filled in as far as the chain got, even then.
 func Run(ctx context.Context, cat catalog.Catalog, ident table.Identifier, steps []Step, opts Options) (Report, error) {
 	return run(ctx, cat, ident, steps, opts)
-}
-
-// ValidatePolicy checks the policy content for maintenance type t without
-// touching any table. Errors wrap ErrInvalidPolicy and name the field, e.g.
-// "rewriteOptions.target-file-size-bytes: must be positive, got -1".
-func ValidatePolicy(t Type, content json.RawMessage) error {
-	return validatePolicy(t, content)
 }

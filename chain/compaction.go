@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tms-dev/tms/policy"
+
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
@@ -115,21 +117,21 @@ type GroupReport struct {
 // groups with iceberg-go's bin-pack planner, rewrites the groups
 // concurrently and commits them with one RewriteFiles snapshot (or, with
 // partial progress, up to max-commits snapshots).
-func (s *stepState) compact(ctx context.Context, p compactionPolicy, log *zap.Logger) (string, error) {
+func (s *stepState) compact(ctx context.Context, p policy.CompactionOptions, log *zap.Logger) (string, error) {
 	m := s.s0.Metrics
 	if s.s0.SnapshotID == 0 || m.DataFileNumber == 0 {
 		return "", skip{"table has no data files"}
 	}
 	var why []string
-	if m.DataFileMSE >= p.minDataFileMse {
-		why = append(why, fmt.Sprintf("data-file-mse %.3g ≥ minDataFileMse %.3g", m.DataFileMSE, p.minDataFileMse))
+	if m.DataFileMSE >= p.MinDataFileMse {
+		why = append(why, fmt.Sprintf("data-file-mse %.3g ≥ minDataFileMse %.3g", m.DataFileMSE, p.MinDataFileMse))
 	}
-	if m.DeleteFileNumber > 0 && m.DeleteFileNumber >= p.minDeleteFileNumber {
-		why = append(why, fmt.Sprintf("delete-file-number %d ≥ minDeleteFileNumber %d", m.DeleteFileNumber, p.minDeleteFileNumber))
+	if m.DeleteFileNumber > 0 && m.DeleteFileNumber >= p.MinDeleteFileNumber {
+		why = append(why, fmt.Sprintf("delete-file-number %d ≥ minDeleteFileNumber %d", m.DeleteFileNumber, p.MinDeleteFileNumber))
 	}
 	if len(why) == 0 {
 		return "", skip{fmt.Sprintf("below thresholds: data-file-mse %.3g < minDataFileMse %.3g, delete-file-number %d < minDeleteFileNumber %d",
-			m.DataFileMSE, p.minDataFileMse, m.DeleteFileNumber, max(p.minDeleteFileNumber, 1))}
+			m.DataFileMSE, p.MinDataFileMse, m.DeleteFileNumber, max(p.MinDeleteFileNumber, 1))}
 	}
 	trigger := strings.Join(why, ", ")
 
@@ -155,7 +157,7 @@ func (s *stepState) compact(ctx context.Context, p compactionPolicy, log *zap.Lo
 	if err := s.startGate(ctx); err != nil {
 		return "", err
 	}
-	results, err := s.executeGroups(ctx, groups, cfg.TargetFileSizeBytes, int(p.maxConcurrent), detail, log)
+	results, err := s.executeGroups(ctx, groups, cfg.TargetFileSizeBytes, int(p.MaxConcurrent), detail, log)
 	if err != nil {
 		return "", err
 	}
@@ -168,8 +170,8 @@ func (s *stepState) compact(ctx context.Context, p compactionPolicy, log *zap.Lo
 
 // planCompaction plans file groups at S0, restricted to the `where`
 // partitions and to the maxPartitionNum partitions with the most files.
-func (s *stepState) planCompaction(ctx context.Context, p compactionPolicy) ([]compaction.Group, compaction.Config, error) {
-	target := p.targetFileSize
+func (s *stepState) planCompaction(ctx context.Context, p policy.CompactionOptions) ([]compaction.Group, compaction.Config, error) {
+	target := p.TargetFileSize
 	if target == 0 {
 		v, err := strconv.ParseInt(cmp.Or(s.tbl.Metadata().Properties()[table.WriteTargetFileSizeBytesKey], "0"), 10, 64)
 		if err != nil || v < 0 {
@@ -179,11 +181,11 @@ func (s *stepState) planCompaction(ctx context.Context, p compactionPolicy) ([]c
 	}
 	cfg := compaction.DefaultConfig()
 	cfg.TargetFileSizeBytes, cfg.MinFileSizeBytes, cfg.MaxFileSizeBytes = target, target*3/4, target*9/5
-	if p.minInputFiles > 0 {
-		cfg.MinInputFiles = uint(p.minInputFiles)
+	if p.MinInputFiles > 0 {
+		cfg.MinInputFiles = uint(p.MinInputFiles)
 	}
-	if p.deleteFileThreshold > 0 {
-		cfg.DeleteFileThreshold = int(p.deleteFileThreshold)
+	if p.DeleteFileThreshold > 0 {
+		cfg.DeleteFileThreshold = int(p.DeleteFileThreshold)
 	}
 	tasks, err := s.scanTasks(ctx, p)
 	if err != nil {
@@ -199,7 +201,7 @@ func (s *stepState) planCompaction(ctx context.Context, p compactionPolicy) ([]c
 	if err != nil {
 		return nil, cfg, fmt.Errorf("plan compaction: %w", err)
 	}
-	return limitPartitions(plan.Groups, int(p.maxPartitionNum)), cfg, nil
+	return limitPartitions(plan.Groups, int(p.MaxPartitionNum)), cfg, nil
 }
 
 // scanTasks returns the files to plan from. Without a `where` filter and
@@ -207,15 +209,15 @@ func (s *stepState) planCompaction(ctx context.Context, p compactionPolicy) ([]c
 // sample collected exactly those in its manifest read, so the manifests are
 // not read a second time. Otherwise iceberg-go plans (it prunes partitions
 // and matches delete files to data files).
-func (s *stepState) scanTasks(ctx context.Context, p compactionPolicy) ([]table.FileScanTask, error) {
-	if p.where == "" && s.s0.Metrics.DeleteFileNumber == 0 && s.s0.Tasks != nil {
+func (s *stepState) scanTasks(ctx context.Context, p policy.CompactionOptions) ([]table.FileScanTask, error) {
+	if p.Where == "" && s.s0.Metrics.DeleteFileNumber == 0 && s.s0.Tasks != nil {
 		return slices.Clone(s.s0.Tasks), nil
 	}
 	var opts []table.ScanOption
-	if p.where != "" {
-		expr, err := bindWhere(p.where, s.tbl.Schema())
+	if p.Where != "" {
+		expr, err := policy.BindWhere(p.Where, s.tbl.Schema())
 		if err != nil {
-			return nil, fieldErr("rewriteOptions.where", "%v", err)
+			return nil, fmt.Errorf("%w: rewriteOptions.where: %v", ErrInvalidPolicy, err)
 		}
 		opts = append(opts, table.WithRowFilter(expr))
 	}
@@ -358,11 +360,11 @@ func (s *stepState) executeGroups(ctx context.Context, groups []compaction.Group
 
 // commitGroups commits the rewritten groups: all in one snapshot, or with
 // partial progress in up to maxCommits snapshots of consecutive groups.
-func (s *stepState) commitGroups(ctx context.Context, groups []compaction.Group, results []table.CompactionGroupResult, p compactionPolicy, detail *CompactionDetail) error {
+func (s *stepState) commitGroups(ctx context.Context, groups []compaction.Group, results []table.CompactionGroupResult, p policy.CompactionOptions, detail *CompactionDetail) error {
 	batches := [][]table.CompactionGroupResult{results}
 	groupBatches := [][]compaction.Group{groups}
-	if p.partialProgress {
-		n := min(int(p.maxCommits), len(results))
+	if p.PartialProgress {
+		n := min(int(p.MaxCommits), len(results))
 		size := (len(results) + n - 1) / n
 		batches = slices.Collect(slices.Chunk(results, size))
 		groupBatches = slices.Collect(slices.Chunk(groups, size))

@@ -51,7 +51,7 @@ func TestCompactionSmallFiles(t *testing.T) {
 func TestCompactionBelowThresholdSkips(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "tms.small_files")
-	rep := b.run(t, Step{Type: Compaction, Policy: policy(`{"minDataFileMse": 1e30}`)})
+	rep := b.run(t, Step{Type: Compaction, Policy: policyJSON(`{"minDataFileMse": 1e30}`)})
 	require.Equal(t, Skipped, rep.Types[0].Outcome)
 	require.Contains(t, rep.Types[0].Reason, "below thresholds: data-file-mse")
 	require.Equal(t, rep.Types[0].BeforeSnapshotID, b.load(t).CurrentSnapshot().SnapshotID)
@@ -87,7 +87,7 @@ func TestCompactionWhereOnlyMatchingPartitions(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "tms.partitioned")
 	before := b.sum(t)
-	rep := b.run(t, Step{Type: Compaction, Policy: policy(`{"rewriteOptions": {
+	rep := b.run(t, Step{Type: Compaction, Policy: policyJSON(`{"rewriteOptions": {
 		"where": "ts >= '2024-01-05T00:00:00+00:00'", "max-concurrent-file-group-rewrites": "3"}}`)})
 	tr := rep.Types[0]
 	require.Equal(t, Done, tr.Outcome, tr.Reason)
@@ -108,7 +108,7 @@ func TestCompactionPartialProgress(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "tms.partitioned")
 	before := b.sum(t)
-	rep := b.run(t, Step{Type: Compaction, Policy: policy(`{"rewriteOptions": {
+	rep := b.run(t, Step{Type: Compaction, Policy: policyJSON(`{"rewriteOptions": {
 		"partial-progress.enabled": "true", "partial-progress.max-commits": "3"}}`)})
 	tr := rep.Types[0]
 	require.Equal(t, Done, tr.Outcome, tr.Reason)
@@ -205,7 +205,7 @@ func TestDriftEndsTypeAndChainGoesOn(t *testing.T) {
 		}
 	}}
 	rep := b.run(t, Step{Type: Compaction},
-		Step{Type: ManifestRewrite, Policy: policy(`{"minManifestNumber": 2}`)})
+		Step{Type: ManifestRewrite, Policy: policyJSON(`{"minManifestNumber": 2}`)})
 	require.Equal(t, EndedDrift, rep.Types[0].Outcome, rep.Types[0].Reason)
 	require.Contains(t, rep.Types[0].Reason, "moved")
 	require.Empty(t, rep.Types[0].Err)
@@ -237,7 +237,7 @@ func TestCompactionPolicyTargetAndPartitionLimit(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "tms.partitioned")
 	before := b.sum(t)
-	rep := b.run(t, Step{Type: Compaction, Policy: policy(`{"maxPartitionNum": 2, "minDataFileMse": 1,
+	rep := b.run(t, Step{Type: Compaction, Policy: policyJSON(`{"maxPartitionNum": 2, "minDataFileMse": 1,
 		"rewriteOptions": {"target-file-size-bytes": "1048576", "min-input-files": "2"}}`)})
 	tr := rep.Types[0]
 	require.Equal(t, Done, tr.Outcome, tr.Reason)
@@ -283,7 +283,7 @@ func TestUnchangedTableSamplesOnce(t *testing.T) {
 		return nil
 	}
 	rep := b.run(t,
-		Step{Type: Compaction, Policy: policy(`{"minDataFileMse": 1e30}`)},
+		Step{Type: Compaction, Policy: policyJSON(`{"minDataFileMse": 1e30}`)},
 		Step{Type: ManifestRewrite},
 	)
 	require.Equal(t, Skipped, rep.Types[0].Outcome)
@@ -386,7 +386,7 @@ func TestGroupConcurrency(t *testing.T) {
 // end as the writers intended.
 func TestCompactionCommitsThroughBenignChanges(t *testing.T) {
 	t.Parallel()
-	onlyLate := policy(`{"rewriteOptions": {"where": "ts >= '2024-01-05T00:00:00+00:00'"}}`)
+	onlyLate := policyJSON(`{"rewriteOptions": {"where": "ts >= '2024-01-05T00:00:00+00:00'"}}`)
 	early := iceberg.LessThan(iceberg.Reference("ts"), "2024-01-02T00:00:00+00:00")
 	late := iceberg.GreaterThanEqual(iceberg.Reference("ts"), "2024-01-06T00:00:00+00:00")
 	mor := iceberg.Properties{table.WriteDeleteModeKey: table.WriteModeMergeOnRead}

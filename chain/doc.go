@@ -71,51 +71,17 @@
 //
 // # Policies
 //
-// Policy content is Gravitino-shaped; rewriteOptions values may be strings
-// (as Gravitino stores them) or JSON numbers and booleans. Unknown keys are
-// errors so typos do not silently fall back to defaults; the coordinator's
-// keys (schedule, minIntervalMs, jobOptions) are ignored. Fields:
-//
-//   - compaction: minDataFileMse (default 405323966463344, Gravitino's),
-//     minDeleteFileNumber (1), dataFileMseWeight (1), deleteFileNumberWeight
-//     (100; accepted for Gravitino compatibility, used only by the
-//     coordinator's scoring), maxPartitionNum or max-partition-num (50: the
-//     partitions with the most candidate files are compacted first);
-//     rewriteOptions target-file-size-bytes (the table's
-//     write.target-file-size-bytes; also the T that S0's data-file-mse is
-//     sampled against), min-input-files (5), partial-progress.enabled
-//     (false), partial-progress.max-commits (10),
-//     max-concurrent-file-group-rewrites (5, capped at GOMAXPROCS because a
-//     group's writer is CPU bound), delete-file-threshold (5), where (see
-//     below). It triggers when data-file-mse ≥ minDataFileMse or, with at
-//     least one delete file, delete-file-number ≥ minDeleteFileNumber.
-//   - manifest-rewrite: minManifestNumber (100) with maxAvgManifestSizeBytes
-//     (8 MiB), or maxManifestNumber (500) at any size; rewriteOptions
-//     target-manifest-size-bytes (the table's commit.manifest.target-size-bytes).
-//   - snapshot-expiry: older-than (a duration such as "120h" or "5d") or
-//     olderThanMs / older-than-ms, retain-last or retainLast (≥ 1), and
-//     clean-expired-files (true), each top level or in rewriteOptions;
-//     unset ones fall back to the table's history.expire.max-snapshot-age-ms
-//     and history.expire.min-snapshots-to-keep (Iceberg: 5 days, 1).
-//   - orphan-cleanup: older-than / olderThanMs as above, default 72h,
-//     refused below 1h; equal-schemes and equal-authorities (JSON objects,
-//     or strings holding one, from comma-separated names to the canonical
-//     name as Spark's remove_orphan_files takes them, e.g.
-//     {"s3a,s3n": "s3"}; equal-schemes adds to the default s3a,s3n → s3,
-//     there are no default authority equivalences) and
-//     prefix-mismatch-mode (error, the default: a listed file whose path a
-//     reference names under another scheme or authority fails the type;
-//     ignore: keep it; delete: treat it as an orphan), each top level (also
-//     camelCase: equalSchemes, equalAuthorities, prefixMismatchMode) or in
-//     rewriteOptions.
-//
-// The compaction `where` option is a conjunction of comparisons, e.g.
-// `ts >= '2024-01-05T00:00:00+00:00' AND category = 'books'`. It selects
-// the data files that may hold matching rows (by partition and column
-// bounds, like a scan); selected files are rewritten whole, so rows outside
-// the filter in a selected file are kept, never dropped. On a table
-// partitioned by the filtered column this compacts exactly the matching
-// partitions.
+// A step's policy content is read with package policy (ParseCompaction and
+// its siblings), the one definition of every field, its spellings, default
+// and range; docs/policies.md is generated from it. Chain decides from the
+// parsed options and S0: compaction works when data-file-mse ≥
+// minDataFileMse or, with at least one delete file, delete-file-number ≥
+// minDeleteFileNumber; manifest-rewrite when there are minManifestNumber
+// manifests averaging below maxAvgManifestSizeBytes, or maxManifestNumber
+// at any size. The compaction `where` filter selects the data files that
+// may hold matching rows (by partition and column bounds, like a scan);
+// selected files are rewritten whole, so rows outside the filter in a
+// selected file are kept, never dropped.
 //
 // Snapshot expiry and orphan planning use the wall clock (time.Now), as
 // iceberg-go does; Options.Now only feeds the sampler's snapshot ages.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tms-dev/tms/policy"
+
 	"github.com/apache/iceberg-go/table"
 	"go.uber.org/zap"
 )
@@ -23,7 +25,7 @@ import (
 // so the walk keeps it; if one would still be expired (it is on no retained
 // branch) the type is skipped with the reason, so another job's S0 is never
 // taken away.
-func (s *stepState) expire(ctx context.Context, p expiryPolicy, log *zap.Logger) (string, error) {
+func (s *stepState) expire(ctx context.Context, p policy.ExpiryOptions, log *zap.Logger) (string, error) {
 	if s.s0.SnapshotID == 0 {
 		return "", skip{"table has no snapshot"}
 	}
@@ -61,7 +63,7 @@ func (s *stepState) expire(ctx context.Context, p expiryPolicy, log *zap.Logger)
 		if s.r.opts.DryRun {
 			return nil, skip{fmt.Sprintf("dry run: would expire %d of %d snapshots with %s", len(expired), total, desc)}
 		}
-		if p.cleanFiles && gcEnabled(cur.Properties()) {
+		if p.CleanExpiredFiles && gcEnabled(cur.Properties()) {
 			staged, err := txn.StagedTable()
 			if err != nil {
 				return nil, fmt.Errorf("stage snapshot expiry: %w", err)
@@ -131,7 +133,7 @@ type ExpiryDetail struct {
 // planExpiry stages an expiry on cur and returns it with the snapshots it
 // expires and the retain-last it used: the policy's, raised so that no
 // protected snapshot on main's ancestry is expired.
-func (s *stepState) planExpiry(cur *table.Table, p expiryPolicy, protected []int64, log *zap.Logger) (*table.Transaction, []int64, int64, error) {
+func (s *stepState) planExpiry(cur *table.Table, p policy.ExpiryOptions, protected []int64, log *zap.Logger) (*table.Transaction, []int64, int64, error) {
 	meta := cur.Metadata()
 	depth := map[int64]int{}
 	if head := cur.CurrentSnapshot(); head != nil {
@@ -139,11 +141,11 @@ func (s *stepState) planExpiry(cur *table.Table, p expiryPolicy, protected []int
 			depth[snap] = i
 		}
 	}
-	retain := p.retainLast
+	retain := p.RetainLast
 	for {
 		var opts []table.ExpireSnapshotsOpt
-		if p.hasOlder {
-			opts = append(opts, table.WithOlderThan(p.olderThan))
+		if p.HasOlderThan {
+			opts = append(opts, table.WithOlderThan(p.OlderThan))
 		}
 		if retain > 0 {
 			opts = append(opts, table.WithRetainLast(int(retain)))
@@ -198,10 +200,10 @@ func (s *stepState) planExpiry(cur *table.Table, p expiryPolicy, protected []int
 	}
 }
 
-func retentionString(p expiryPolicy, retain int64) string {
+func retentionString(p policy.ExpiryOptions, retain int64) string {
 	older := "older-than from table property history.expire.max-snapshot-age-ms"
-	if p.hasOlder {
-		older = "older-than " + p.olderThan.String()
+	if p.HasOlderThan {
+		older = "older-than " + p.OlderThan.String()
 	}
 	keep := "retain-last from table property history.expire.min-snapshots-to-keep"
 	if retain > 0 {

@@ -35,9 +35,9 @@ import (
 // every file, a manifest rewrite, expiry of all but the current snapshot,
 // orphan cleanup of files older than 72 h.
 var forcedChain = []Step{
-	{Type: Compaction, Policy: policy(`{"minDataFileMse": 0, "rewriteOptions": {"min-input-files": 1}}`)},
-	{Type: ManifestRewrite, Policy: policy(`{"minManifestNumber": 1, "maxAvgManifestSizeBytes": 1073741824}`)},
-	{Type: SnapshotExpiry, Policy: policy(`{"older-than": "1ms", "retain-last": 1}`)},
+	{Type: Compaction, Policy: policyJSON(`{"minDataFileMse": 0, "rewriteOptions": {"min-input-files": 1}}`)},
+	{Type: ManifestRewrite, Policy: policyJSON(`{"minManifestNumber": 1, "maxAvgManifestSizeBytes": 1073741824}`)},
+	{Type: SnapshotExpiry, Policy: policyJSON(`{"older-than": "1ms", "retain-last": 1}`)},
 	{Type: OrphanCleanup},
 }
 

@@ -154,7 +154,7 @@ func (b bundle) setProps(t *testing.T, props iceberg.Properties) {
 	require.NoError(t, err)
 }
 
-func policy(s string) []byte { return []byte(s) }
+func policyJSON(s string) []byte { return []byte(s) }
 
 func fileExists(loc string) bool {
 	_, err := os.Stat(localPath(loc))

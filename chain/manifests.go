@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tms-dev/tms/policy"
+
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"go.uber.org/zap"
@@ -13,21 +15,21 @@ import (
 // Transaction.RewriteManifests when S0 has at least minManifestNumber
 // manifests averaging under maxAvgManifestSizeBytes, or at least
 // maxManifestNumber manifests of any size.
-func (s *stepState) rewriteManifests(ctx context.Context, p manifestPolicy, log *zap.Logger) (string, error) {
+func (s *stepState) rewriteManifests(ctx context.Context, p policy.ManifestOptions, log *zap.Logger) (string, error) {
 	m := s.s0.Metrics
 	if s.s0.SnapshotID == 0 {
 		return "", skip{"table has no snapshot"}
 	}
 	var trigger string
 	switch {
-	case m.ManifestNumber >= p.maxManifestNumber:
-		trigger = fmt.Sprintf("manifest-number %d ≥ maxManifestNumber %d", m.ManifestNumber, p.maxManifestNumber)
-	case m.ManifestNumber >= p.minManifestNumber && m.AvgManifestSize < float64(p.maxAvgManifestSizeBytes):
+	case m.ManifestNumber >= p.MaxManifestNumber:
+		trigger = fmt.Sprintf("manifest-number %d ≥ maxManifestNumber %d", m.ManifestNumber, p.MaxManifestNumber)
+	case m.ManifestNumber >= p.MinManifestNumber && m.AvgManifestSize < float64(p.MaxAvgManifestSizeBytes):
 		trigger = fmt.Sprintf("manifest-number %d ≥ minManifestNumber %d and avg-manifest-size %.0f < maxAvgManifestSizeBytes %d",
-			m.ManifestNumber, p.minManifestNumber, m.AvgManifestSize, p.maxAvgManifestSizeBytes)
+			m.ManifestNumber, p.MinManifestNumber, m.AvgManifestSize, p.MaxAvgManifestSizeBytes)
 	default:
 		return "", skip{fmt.Sprintf("below thresholds: manifest-number %d (min %d, or %d at any size), avg-manifest-size %.0f (max %d)",
-			m.ManifestNumber, p.minManifestNumber, p.maxManifestNumber, m.AvgManifestSize, p.maxAvgManifestSizeBytes)}
+			m.ManifestNumber, p.MinManifestNumber, p.MaxManifestNumber, m.AvgManifestSize, p.MaxAvgManifestSizeBytes)}
 	}
 	if s.r.opts.DryRun {
 		return "", skip{fmt.Sprintf("dry run: would rewrite %d manifests; %s", m.ManifestNumber, trigger)}
@@ -44,7 +46,7 @@ func (s *stepState) rewriteManifests(ctx context.Context, p manifestPolicy, log 
 	plan := func(cur *table.Table) (*table.Transaction, error) {
 		txn := cur.NewTransaction()
 		var err error
-		if res, err = txn.RewriteManifests(ctx, table.WithManifestTargetSize(p.targetManifestSize)); err != nil {
+		if res, err = txn.RewriteManifests(ctx, table.WithManifestTargetSize(p.TargetManifestSize)); err != nil {
 			return nil, fmt.Errorf("rewrite manifests: %w", err)
 		}
 		if res.IsNoOp() {

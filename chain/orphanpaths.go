@@ -1,12 +1,13 @@
 package chain
 
 import (
-	"fmt"
 	"net/url"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/tms-dev/tms/policy"
 
 	"github.com/apache/iceberg-go"
 )
@@ -21,7 +22,7 @@ import (
 
 // defaultEqualSchemes is Spark's remove_orphan_files default: s3a and s3n
 // name the same objects as s3.
-var defaultEqualSchemes = map[string]string{"s3a": "s3", "s3n": "s3"}
+var defaultEqualSchemes = policy.DefaultEqualSchemes()
 
 // pathCanon turns a path into its canonical form for comparison.
 type pathCanon struct {
@@ -151,41 +152,6 @@ func splitScheme(p string) (scheme, rest string, ok bool) {
 // canonical).
 func (c canonPath) under(dir canonPath) bool {
 	return strings.HasPrefix(c.full, strings.TrimSuffix(dir.full, "/")+"/")
-}
-
-// flattenEquivalences expands {"a,b": "c"} to {"a": "c", "b": "c"}; lower
-// folds names and targets (schemes). A name mapped to two different targets
-// is an error.
-func flattenEquivalences(groups map[string]string, lower bool) (map[string]string, error) {
-	out := map[string]string{}
-	keys := make([]string, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		to := strings.TrimSpace(groups[k])
-		if lower {
-			to = strings.ToLower(to)
-		}
-		if to == "" {
-			return nil, fmt.Errorf("%q maps to an empty name", k)
-		}
-		for _, n := range strings.Split(k, ",") {
-			n = strings.TrimSpace(n)
-			if lower {
-				n = strings.ToLower(n)
-			}
-			if n == "" {
-				return nil, fmt.Errorf("%q holds an empty name", k)
-			}
-			if prev, dup := out[n]; dup && prev != to {
-				return nil, fmt.Errorf("%q maps to both %q and %q", n, prev, to)
-			}
-			out[n] = to
-		}
-	}
-	return out, nil
 }
 
 // hiddenFilter is Iceberg Java's PartitionAwareHiddenPathFilter as

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tms-dev/tms/policy"
+
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/io/gocloud/blobfs"
@@ -54,7 +56,7 @@ var errOrphanGuard = errors.New("orphan cleanup aborted, nothing deleted")
 // canonical reference set, which means reading every manifest twice, and
 // the guard needs that set anyway. ExecuteOrphanCleanup only takes
 // iceberg-go's own plan, so deletion is TMS's too.
-func (s *stepState) cleanOrphans(ctx context.Context, p orphanPolicy, log *zap.Logger) (string, error) {
+func (s *stepState) cleanOrphans(ctx context.Context, p policy.OrphanOptions, log *zap.Logger) (string, error) {
 	fsys, err := s.tbl.FS(ctx)
 	if err != nil {
 		return "", err
@@ -64,9 +66,9 @@ func (s *stepState) cleanOrphans(ctx context.Context, p orphanPolicy, log *zap.L
 		return "", fmt.Errorf("plan orphan files: %w", err)
 	}
 	pl := orphanPlanner{
-		canon:     pathCanon{schemes: p.equalSchemes, authorities: p.equalAuthorities, cwd: cwd},
-		olderThan: p.olderThan,
-		mismatch:  p.mismatch,
+		canon:     pathCanon{schemes: p.EqualSchemes, authorities: p.EqualAuthorities, cwd: cwd},
+		olderThan: p.OlderThan,
+		mismatch:  p.PrefixMismatch,
 	}
 	plan, err := pl.plan(ctx, s.tbl, fsys)
 	if err != nil {
@@ -75,26 +77,26 @@ func (s *stepState) cleanOrphans(ctx context.Context, p orphanPolicy, log *zap.L
 	if err := plan.guard(); err != nil {
 		return "", err
 	}
-	detail := plan.detail(p.olderThan)
+	detail := plan.detail(p.OlderThan)
 	s.rep.Detail = detail
 	if len(plan.files) == 0 {
-		return "", skip{fmt.Sprintf("no orphan files older than %s", p.olderThan)}
+		return "", skip{fmt.Sprintf("no orphan files older than %s", p.OlderThan)}
 	}
 	if s.r.opts.DryRun {
-		return "", skip{fmt.Sprintf("dry run: would delete %d orphan files (%d bytes) older than %s", len(detail.Files), detail.TotalBytes, p.olderThan)}
+		return "", skip{fmt.Sprintf("dry run: would delete %d orphan files (%d bytes) older than %s", len(detail.Files), detail.TotalBytes, p.OlderThan)}
 	}
 	if err := s.gate(ctx); err != nil {
 		return "", err
 	}
 	deleted, err := plan.execute(ctx, fsys)
 	if len(deleted) < len(plan.files) {
-		s.rep.Detail = plan.subset(deleted).detail(p.olderThan)
+		s.rep.Detail = plan.subset(deleted).detail(p.OlderThan)
 	}
 	if err != nil {
 		return "", fmt.Errorf("delete orphan files (%d of %d deleted): %w", len(deleted), len(plan.files), err)
 	}
 	log.Info("deleted orphan files", zap.Int("files", len(deleted)), zap.Int64("bytes", detail.TotalBytes))
-	return fmt.Sprintf("deleted %d orphan files (%d bytes) older than %s", len(deleted), detail.TotalBytes, p.olderThan), nil
+	return fmt.Sprintf("deleted %d orphan files (%d bytes) older than %s", len(deleted), detail.TotalBytes, p.OlderThan), nil
 }
 
 // orphanPlanner finds the files under a table's location that it does not

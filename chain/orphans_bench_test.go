@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/testdata"
 )
 
@@ -111,7 +112,7 @@ func BenchmarkOrphanPlanning(b *testing.B) {
 	require.NoError(b, err)
 	cwd, err := os.Getwd()
 	require.NoError(b, err)
-	pl := orphanPlanner{canon: pathCanon{schemes: defaultEqualSchemes, cwd: cwd}, olderThan: DefaultOrphanOlderThan}
+	pl := orphanPlanner{canon: pathCanon{schemes: defaultEqualSchemes, cwd: cwd}, olderThan: policy.DefaultOrphanOlderThan}
 	var oursT, theirsT time.Duration
 	ours := func() {
 		start := time.Now()
@@ -123,7 +124,7 @@ func BenchmarkOrphanPlanning(b *testing.B) {
 	}
 	theirs := func() {
 		start := time.Now()
-		plan, err := tbl.PlanOrphanFiles(ctx, table.WithFilesOlderThan(DefaultOrphanOlderThan))
+		plan, err := tbl.PlanOrphanFiles(ctx, table.WithFilesOlderThan(policy.DefaultOrphanOlderThan))
 		theirsT += time.Since(start)
 		require.NoError(b, err)
 		require.Len(b, plan.Files(), benchOrphanPlanted)

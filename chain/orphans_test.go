@@ -2,7 +2,6 @@ package chain
 
 import (
 	"cmp"
-	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tms-dev/tms/policy"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -132,7 +133,7 @@ func checkForeignCleanup(t *testing.T, f testdata.ForeignTable) {
 		return out
 	}
 	opts := Options{Log: zaptest.NewLogger(t)}
-	steps := []Step{{Type: OrphanCleanup, Policy: policy(`{"rewriteOptions": {"older-than": "72h", "prefix-mismatch-mode": "error"}}`)}}
+	steps := []Step{{Type: OrphanCleanup, Policy: policyJSON(`{"rewriteOptions": {"older-than": "72h", "prefix-mismatch-mode": "error"}}`)}}
 
 	dry := opts
 	dry.DryRun = true
@@ -174,7 +175,7 @@ func TestOrphanCleanupRelativeLocation(t *testing.T) {
 
 	// iceberg-go's planner compares the relative listing with the absolute
 	// metadata paths: it plans the current metadata.json and the whole log.
-	theirs, err := tbl.PlanOrphanFiles(t.Context(), table.WithFilesOlderThan(DefaultOrphanOlderThan))
+	theirs, err := tbl.PlanOrphanFiles(t.Context(), table.WithFilesOlderThan(policy.DefaultOrphanOlderThan))
 	require.NoError(t, err)
 	var theirsAbs []string
 	for _, p := range theirs.Files() {
@@ -185,7 +186,7 @@ func TestOrphanCleanupRelativeLocation(t *testing.T) {
 	// TMS's does not.
 	fsys, err := tbl.FS(t.Context())
 	require.NoError(t, err)
-	ours, err := newTestPlanner(t, orphanPolicy{}).plan(t.Context(), tbl, fsys)
+	ours, err := newTestPlanner(t, policy.OrphanOptions{}).plan(t.Context(), tbl, fsys)
 	require.NoError(t, err)
 	for _, o := range ours.files {
 		require.NotEqual(t, current, o.canon.full)
@@ -242,17 +243,17 @@ func TestOrphanCleanupHadoopSidecars(t *testing.T) {
 	checkForeignCleanup(t, f)
 }
 
-func newTestPlanner(t *testing.T, p orphanPolicy) orphanPlanner {
+func newTestPlanner(t *testing.T, p policy.OrphanOptions) orphanPlanner {
 	t.Helper()
 	cwd, err := os.Getwd()
 	require.NoError(t, err)
-	if p.equalSchemes == nil {
-		p.equalSchemes = defaultEqualSchemes
+	if p.EqualSchemes == nil {
+		p.EqualSchemes = defaultEqualSchemes
 	}
 	return orphanPlanner{
-		canon:     pathCanon{schemes: p.equalSchemes, authorities: p.equalAuthorities, cwd: cwd},
-		olderThan: cmp.Or(p.olderThan, DefaultOrphanOlderThan),
-		mismatch:  p.mismatch,
+		canon:     pathCanon{schemes: p.EqualSchemes, authorities: p.EqualAuthorities, cwd: cwd},
+		olderThan: cmp.Or(p.OlderThan, policy.DefaultOrphanOlderThan),
+		mismatch:  p.PrefixMismatch,
 	}
 }
 
@@ -347,47 +348,6 @@ func TestHiddenFilter(t *testing.T) {
 	}
 }
 
-func TestOrphanPolicyFields(t *testing.T) {
-	t.Parallel()
-	p, err := parseOrphans(nil)
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{"s3a": "s3", "s3n": "s3"}, p.equalSchemes)
-	require.Empty(t, p.equalAuthorities)
-	require.Equal(t, table.PrefixMismatchError, p.mismatch)
-	require.Equal(t, DefaultOrphanOlderThan, p.olderThan)
-
-	p, err = parseOrphans(json.RawMessage(`{"equal-schemes": {"s3a,s3n": "s3", "gs2, GCS": "gs"},
-		"rewriteOptions": {"equal-authorities": "{\"nn1:8020,nn2:8020\": \"ns1\"}", "prefix-mismatch-mode": "IGNORE"}}`))
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{"s3a": "s3", "s3n": "s3", "gs2": "gs", "gcs": "gs"}, p.equalSchemes)
-	require.Equal(t, map[string]string{"nn1:8020": "ns1", "nn2:8020": "ns1"}, p.equalAuthorities)
-	require.Equal(t, table.PrefixMismatchIgnore, p.mismatch)
-
-	p, err = parseOrphans(json.RawMessage(`{"rewriteOptions": {"equal-schemes": {"s3a": "s3x"}, "prefix-mismatch-mode": "delete"}}`))
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{"s3a": "s3x", "s3n": "s3"}, p.equalSchemes)
-	require.Equal(t, table.PrefixMismatchDelete, p.mismatch)
-
-	for _, tc := range []struct{ content, want string }{
-		{`{"equal-schemes": "s3a=s3"}`, `equal-schemes: want a JSON object mapping comma-separated schemes to one, e.g. {"s3a,s3n": "s3"}: got "s3a=s3"`},
-		{`{"equal-schemes": ["s3a"]}`, "equal-schemes: want a JSON object"},
-		{`{"rewriteOptions": {"equal-schemes": {"s3a,": "s3"}}}`, `rewriteOptions.equal-schemes: want a JSON object mapping comma-separated schemes to one, e.g. {"s3a,s3n": "s3"}: "s3a," holds an empty name`},
-		{`{"equal-schemes": {"s3a": ""}}`, `equal-schemes: want a JSON object mapping comma-separated schemes to one, e.g. {"s3a,s3n": "s3"}: "s3a" maps to an empty name`},
-		{`{"equal-schemes": {"s3 a": "s3"}}`, `"s3 a" is not a URI scheme`},
-		{`{"equal-schemes": {"s3a": "s3://"}}`, `"s3://" is not a URI scheme`},
-		{`{"equal-schemes": {"s3a": "s3", "s3a,s3n": "s4"}}`, `"s3a" maps to both "s3" and "s4"`},
-		{`{"rewriteOptions": {"equal-authorities": {"host/a": "b"}}}`, `rewriteOptions.equal-authorities: want a JSON object mapping comma-separated authorities to one`},
-		{`{"equal-authorities": 5}`, "equal-authorities: want a JSON object"},
-		{`{"prefix-mismatch-mode": "warn"}`, `prefix-mismatch-mode: want error, ignore or delete, got "warn"`},
-		{`{"rewriteOptions": {"prefix-mismatch-mode": 3}}`, `rewriteOptions.prefix-mismatch-mode: want error, ignore or delete, got "3"`},
-		{`{"equal-scheme": {"s3a": "s3"}}`, "equal-scheme: unknown option"},
-	} {
-		err := ValidatePolicy(OrphanCleanup, json.RawMessage(tc.content))
-		require.ErrorIs(t, err, ErrInvalidPolicy, tc.content)
-		require.ErrorContains(t, err, tc.want, tc.content)
-	}
-}
-
 // TestOrphanGuardAborts feeds the guard plans that name a referenced file
 // under another spelling: each aborts naming both paths, and nothing is
 // deleted.
@@ -398,7 +358,7 @@ func TestOrphanGuardAborts(t *testing.T) {
 	tbl := b.load(t)
 	fsys, err := tbl.FS(ctx)
 	require.NoError(t, err)
-	pl := newTestPlanner(t, orphanPolicy{})
+	pl := newTestPlanner(t, policy.OrphanOptions{})
 	refs, err := pl.references(ctx, tbl, fsys)
 	require.NoError(t, err)
 	current := tbl.MetadataLocation()

@@ -34,7 +34,7 @@ func TestManifestRewriteCommitsThroughAppend(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "tms.small_files")
 	intended := b.onceBeforeCommit(t, func() { b.appendRows(t, 1_000_000, 100) })
-	rep := b.run(t, Step{Type: ManifestRewrite, Policy: policy(`{"minManifestNumber": 2}`)})
+	rep := b.run(t, Step{Type: ManifestRewrite, Policy: policyJSON(`{"minManifestNumber": 2}`)})
 	tr := rep.Types[0]
 	require.Equal(t, Done, tr.Outcome, tr.Reason)
 	require.Contains(t, tr.Reason, "rebased 1 times over 1 snapshots")
@@ -52,7 +52,7 @@ func TestSnapshotExpiryCommitsThroughAppend(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "tms.many_snapshots")
 	intended := b.onceBeforeCommit(t, func() { b.appendRows(t, 1_000_000, 100) })
-	rep := b.run(t, Step{Type: SnapshotExpiry, Policy: policy(`{"older-than": "0s", "retain-last": 1}`)})
+	rep := b.run(t, Step{Type: SnapshotExpiry, Policy: policyJSON(`{"older-than": "0s", "retain-last": 1}`)})
 	tr := rep.Types[0]
 	require.Equal(t, Done, tr.Outcome, tr.Reason)
 	d := tr.Detail.(*ExpiryDetail)
@@ -77,7 +77,7 @@ func TestSnapshotExpiryKeepsTagCreatedMeanwhile(t *testing.T) {
 		})
 		require.NoError(t, err)
 	})
-	rep := b.run(t, Step{Type: SnapshotExpiry, Policy: policy(`{"older-than": "0s", "retain-last": 1}`)})
+	rep := b.run(t, Step{Type: SnapshotExpiry, Policy: policyJSON(`{"older-than": "0s", "retain-last": 1}`)})
 	tr := rep.Types[0]
 	require.Equal(t, Done, tr.Outcome, tr.Reason)
 	require.NotContains(t, tr.Detail.(*ExpiryDetail).ExpiredSnapshots, oldest)
@@ -151,7 +151,7 @@ func TestInterruptedExpiryDeletionsAreFinished(t *testing.T) {
 			panic(crash{})
 		}
 	}
-	expiry := Step{Type: SnapshotExpiry, Policy: policy(`{"older-than": "0s", "retain-last": 1}`)}
+	expiry := Step{Type: SnapshotExpiry, Policy: policyJSON(`{"older-than": "0s", "retain-last": 1}`)}
 	func() {
 		defer func() { require.Equal(t, crash{}, recover()) }()
 		_, _ = Run(b.ctx, b.cat, b.ident, []Step{expiry}, b.opts)
@@ -168,7 +168,7 @@ func TestInterruptedExpiryDeletionsAreFinished(t *testing.T) {
 
 	// The next run, of any type, finishes the plan first.
 	b.opts.Hooks.FileDeleted = nil
-	rep := b.run(t, Step{Type: ManifestRewrite, Policy: policy(`{"minManifestNumber": 1000}`)})
+	rep := b.run(t, Step{Type: ManifestRewrite, Policy: policyJSON(`{"minManifestNumber": 1000}`)})
 	require.Equal(t, len(planned), rep.FinishedDeletes, "the whole plan is handled (3 files were gone already)")
 	require.Empty(t, l.pending)
 	after := diskFiles(t, b.load(t))

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/tms-dev/tms/policy"
 
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
@@ -146,12 +147,12 @@ func run(ctx context.Context, cat catalog.Catalog, ident table.Identifier, steps
 func checkSteps(steps []Step) error {
 	last := -1
 	for _, s := range steps {
-		i := slices.Index(chainOrder, s.Type)
+		i := policy.Rank(s.Type)
 		if i < 0 {
-			return fmt.Errorf("%w: unknown maintenance type %q (want one of %s)", ErrInvalidPolicy, s.Type, typeList())
+			return fmt.Errorf("%w: unknown maintenance type %q (want one of %s)", ErrInvalidPolicy, s.Type, policy.TypeList())
 		}
 		if i <= last {
-			return fmt.Errorf("%w: step %q is out of chain order or repeated (order: %s)", ErrInvalidPolicy, s.Type, typeList())
+			return fmt.Errorf("%w: step %q is out of chain order or repeated (order: %s)", ErrInvalidPolicy, s.Type, policy.TypeList())
 		}
 		last = i
 	}
@@ -278,27 +279,33 @@ type workFunc func(ctx context.Context, s *stepState, log *zap.Logger) (string, 
 // target file size to sample with (0: the table's), so that a compaction
 // policy's target-file-size-bytes is also the T of its data-file-mse.
 func (r *runner) prepare(st Step) (workFunc, int64, error) {
+	invalid := func(err error) error {
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+		}
+		return nil
+	}
 	switch st.Type {
 	case Compaction:
-		p, err := parseCompaction(st.Policy)
+		p, err := policy.ParseCompaction(st.Policy)
 		return func(ctx context.Context, s *stepState, log *zap.Logger) (string, error) {
 			return s.compact(ctx, p, log)
-		}, p.targetFileSize, err
+		}, p.TargetFileSize, invalid(err)
 	case ManifestRewrite:
-		p, err := parseManifests(st.Policy)
+		p, err := policy.ParseManifests(st.Policy)
 		return func(ctx context.Context, s *stepState, log *zap.Logger) (string, error) {
 			return s.rewriteManifests(ctx, p, log)
-		}, 0, err
+		}, 0, invalid(err)
 	case SnapshotExpiry:
-		p, err := parseExpiry(st.Policy)
+		p, err := policy.ParseExpiry(st.Policy)
 		return func(ctx context.Context, s *stepState, log *zap.Logger) (string, error) {
 			return s.expire(ctx, p, log)
-		}, 0, err
+		}, 0, invalid(err)
 	case OrphanCleanup:
-		p, err := parseOrphans(st.Policy)
+		p, err := policy.ParseOrphans(st.Policy)
 		return func(ctx context.Context, s *stepState, log *zap.Logger) (string, error) {
 			return s.cleanOrphans(ctx, p, log)
-		}, 0, err
+		}, 0, invalid(err)
 	}
 	return nil, 0, fmt.Errorf("%w: unknown maintenance type %q", ErrInvalidPolicy, st.Type)
 }

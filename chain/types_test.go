@@ -47,7 +47,7 @@ func TestSnapshotExpiryRemovesSnapshotsAndFiles(t *testing.T) {
 	expiredManifestList := tbl.Metadata().SnapshotByID(anc[50]).ManifestList
 	require.True(t, fileExists(expiredManifestList))
 	b.opts.Hooks.ProtectedSnapshots = func(context.Context) ([]int64, error) { return []int64{protected}, nil }
-	rep := b.run(t, Step{Type: SnapshotExpiry, Policy: policy(`{"rewriteOptions": {"older-than": "0s", "retain-last": "5"}}`)})
+	rep := b.run(t, Step{Type: SnapshotExpiry, Policy: policyJSON(`{"rewriteOptions": {"older-than": "0s", "retain-last": "5"}}`)})
 	tr := rep.Types[0]
 	require.Equal(t, Done, tr.Outcome, tr.Reason)
 	require.Contains(t, tr.Reason, "retain-last 11")
@@ -122,7 +122,7 @@ func TestOrphanCleanupDeletesExactlyOldOrphans(t *testing.T) {
 func TestOrphanCleanupRefusesShortAge(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "tms.orphans")
-	rep := b.run(t, Step{Type: OrphanCleanup, Policy: policy(`{"rewriteOptions": {"older-than": "30m"}}`)})
+	rep := b.run(t, Step{Type: OrphanCleanup, Policy: policyJSON(`{"rewriteOptions": {"older-than": "30m"}}`)})
 	require.Equal(t, Failed, rep.Types[0].Outcome)
 	require.Contains(t, rep.Types[0].Err, "rewriteOptions.older-than: must be at least 1h0m0s")
 	orphans, err := testdata.ReadOrphans(b.dir)
@@ -196,7 +196,7 @@ func TestUnreadableDataFileFailsAndCleansUp(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(localPath(tasks[len(tasks)-1].File.FilePath()), []byte("PAR1garbagePAR1"), 0o644))
 	head := tbl.CurrentSnapshot().SnapshotID
-	rep := b.run(t, Step{Type: Compaction, Policy: policy(`{"rewriteOptions": {"max-concurrent-file-group-rewrites": "2"}}`)})
+	rep := b.run(t, Step{Type: Compaction, Policy: policyJSON(`{"rewriteOptions": {"max-concurrent-file-group-rewrites": "2"}}`)})
 	require.Equal(t, Failed, rep.Types[0].Outcome, rep.Types[0].Reason)
 	require.Equal(t, head, b.load(t).CurrentSnapshot().SnapshotID)
 	require.Empty(t, b.strayFiles(t))
@@ -209,7 +209,7 @@ func TestDryRunChainChangesNothing(t *testing.T) {
 	files := diskFiles(t, tbl)
 	b.opts.DryRun = true
 	rep := b.run(t, Step{Type: Compaction}, Step{Type: ManifestRewrite},
-		Step{Type: SnapshotExpiry, Policy: policy(`{"retain-last": 2, "older-than": "0s"}`)}, Step{Type: OrphanCleanup})
+		Step{Type: SnapshotExpiry, Policy: policyJSON(`{"retain-last": 2, "older-than": "0s"}`)}, Step{Type: OrphanCleanup})
 	require.Equal(t, []Outcome{Skipped, Skipped, Skipped, Skipped}, outcomes(rep))
 	for _, tr := range rep.Types[:3] {
 		require.Contains(t, tr.Reason, "dry run: would", tr.Type)

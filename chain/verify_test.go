@@ -204,7 +204,7 @@ func TestVerifyManifestRewrite(t *testing.T) {
 	require.ErrorContains(t, err, "manifest rewrite dropped live file")
 
 	// A real rewrite passes and is recorded.
-	rep := b.run(t, Step{Type: ManifestRewrite, Policy: policy(`{"minManifestNumber": 2}`)})
+	rep := b.run(t, Step{Type: ManifestRewrite, Policy: policyJSON(`{"minManifestNumber": 2}`)})
 	require.Equal(t, Done, rep.Types[0].Outcome, rep.Types[0].Reason)
 	require.Equal(t, smallFiles, rep.Types[0].Detail.(*ManifestRewriteDetail).Verified.LiveFiles)
 }

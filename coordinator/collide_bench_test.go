@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tms-dev/tms/chain"
 	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -62,13 +62,13 @@ func BenchmarkCollidingPolicies1000x4(b *testing.B) {
 		run    = 50 * time.Millisecond
 	)
 	ctx := context.Background()
-	types := []chain.Type{chain.Compaction, chain.ManifestRewrite, chain.SnapshotExpiry, chain.OrphanCleanup}
+	types := []policy.Type{policy.Compaction, policy.ManifestRewrite, policy.SnapshotExpiry, policy.OrphanCleanup}
 	for range b.N {
 		b.StopTimer()
 		url, st, sch, pol := flowBench(b, tables)
 		var policies []store.Policy
 		for _, typ := range types {
-			p, err := pol.CreatePolicy(ctx, store.NewPolicy{Name: string(typ), Type: coordinator.PolicyTypeOf(typ), Enabled: true,
+			p, err := pol.CreatePolicy(ctx, store.NewPolicy{Name: string(typ), Type: policy.PolicyTypeOf(typ), Enabled: true,
 				Content: json.RawMessage(`{"schedule": {"crontab": "0 0 0 1 1 *"}, "minIntervalMs": 0}`)})
 			require.NoError(b, err)
 			_, _, err = pol.Attach(ctx, string(typ), store.PolicyObject{Level: store.LevelCatalog, Catalog: "bench"})

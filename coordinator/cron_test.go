@@ -10,28 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
-
-func TestParseCronTimeZone(t *testing.T) {
-	t.Parallel()
-	daily, err := coordinator.ParseCron("0 3 * * *", "Europe/Berlin")
-	require.NoError(t, err)
-	// 03:00 in Berlin is 02:00 UTC in winter and 01:00 UTC in summer.
-	require.Equal(t, time.Date(2031, 1, 10, 2, 0, 0, 0, time.UTC),
-		daily.Next(time.Date(2031, 1, 9, 12, 0, 0, 0, time.UTC)).UTC())
-	require.Equal(t, time.Date(2031, 7, 10, 1, 0, 0, 0, time.UTC),
-		daily.Next(time.Date(2031, 7, 9, 12, 0, 0, 0, time.UTC)).UTC())
-
-	every, err := coordinator.ParseCron("*/10 * * * * *", "")
-	require.NoError(t, err)
-	require.Equal(t, time.Date(2031, 1, 1, 0, 0, 10, 0, time.UTC), every.Next(time.Date(2031, 1, 1, 0, 0, 3, 0, time.UTC)))
-
-	for _, bad := range [][2]string{{"61 * * * *", ""}, {"* * *", ""}, {"0 3 * * *", "Mars/Base"}, {"CRON_TZ=UTC 0 3 * * *", ""}} {
-		_, err := coordinator.ParseCron(bad[0], bad[1])
-		require.Error(t, err, "%q in %q", bad[0], bad[1])
-	}
-}
 
 // TestFailureBacksOff checks that a failing handler records the failure and
 // is retried after the backoff, on the injected clock, and that a success
@@ -42,7 +23,7 @@ func TestFailureBacksOff(t *testing.T) {
 	clock := coordinator.NewManualClock(time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC))
 	calls := make(chan int, 4)
 	var n atomic.Int32
-	every, err := coordinator.ParseCron("@hourly", "")
+	every, err := policy.ParseCron("@hourly", "")
 	require.NoError(t, err)
 	kind := coordinator.Kind{Name: "flaky", Schedule: every, Handler: func(ctx context.Context, x *coordinator.Execution) error {
 		calls <- int(n.Add(1))

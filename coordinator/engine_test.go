@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -95,7 +96,7 @@ func TestNotifyWakesOtherNodes(t *testing.T) {
 func TestRecurringFiresOncePerInstant(t *testing.T) {
 	t.Parallel()
 	b := setup(t, store.BackendPostgres)
-	every, err := coordinator.ParseCron("* * * * * *", "Europe/Berlin")
+	every, err := policy.ParseCron("* * * * * *", "Europe/Berlin")
 	require.NoError(t, err)
 	kind := coordinator.Kind{Name: "tick", Schedule: every, Handler: func(ctx context.Context, x *coordinator.Execution) error {
 		return x.Complete(ctx, func(ctx context.Context, tx store.TxWriter) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -102,7 +103,7 @@ func TestFailureBackoffAndMaxFailures(t *testing.T) {
 				flakyAttempts <- attempt{x.Now(), x.Task.ConsecutiveFailures}
 				return boom
 			}}
-			everyHour, err := coordinator.ParseCron("0 * * * *", "UTC")
+			everyHour, err := policy.ParseCron("0 * * * *", "UTC")
 			require.NoError(t, err)
 			tick := coordinator.Kind{Name: "tick", Pool: "p", Schedule: everyHour, MaxFailures: 1, Handler: func(ctx context.Context, x *coordinator.Execution) error {
 				tickAttempts <- attempt{x.Now(), x.Task.ConsecutiveFailures}

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/catalogs"
-	"github.com/tms-dev/tms/chain"
 	"github.com/tms-dev/tms/jobspec"
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -77,7 +77,7 @@ type FlowConfig struct {
 	EnqueueBatchSize int
 	// MinInterval is the coordinator's task.<type>.minIntervalMs: the
 	// cooldown of a type when its policy does not set one.
-	MinInterval map[chain.Type]time.Duration
+	MinInterval map[policy.Type]time.Duration
 	// CommitDelay is how long a commit-job waits for more commits.
 	// Defaults to DefaultCommitDelay; negative means none.
 	CommitDelay time.Duration
@@ -145,7 +145,7 @@ func NewFlow(st store.Store, sub Submitter, cfg FlowConfig) (*Flow, error) {
 			return nil, fmt.Errorf("%w: catalog %q configured twice", store.ErrInvalidArgument, c.Name)
 		}
 		for k := range c.Properties {
-			if jobspec.IsCredentialKey(k) {
+			if policy.IsCredentialKey(k) {
 				return nil, fmt.Errorf("%w: catalog %q: property %q is a credential; configure it as a secret", store.ErrInvalidArgument, c.Name, k)
 			}
 		}
@@ -228,12 +228,12 @@ func (f *Flow) cronJob(ctx context.Context, x *Execution) error {
 	if err != nil {
 		return err
 	}
-	t, ok := MaintenanceTypeOf(p.Type)
+	t, ok := policy.MaintenanceTypeOf(p.Type)
 	if !ok {
 		f.skip(KindCronJob, "unknown policy type", zap.Int64("policy", policyID))
 		return x.Complete(ctx, nil)
 	}
-	c, err := ParsePolicyContent(t, p.Content)
+	c, err := policy.ParseContent(t, p.Content)
 	if err != nil {
 		f.skip(KindCronJob, "invalid policy", zap.Int64("policy", policyID), zap.Error(err))
 		return x.Complete(ctx, nil)
@@ -283,7 +283,7 @@ func (f *Flow) liveTable(ctx context.Context, id int64) (store.Table, error) {
 // gated is one maintenance type to run: its policy and parsed content.
 type gated struct {
 	p store.Policy
-	c PolicyContent
+	c policy.Content
 }
 
 // verdict is what gate decided for one table.
@@ -365,7 +365,7 @@ func (f *Flow) deferUntil(ctx context.Context, x *Execution, kind, reason string
 // it is not inside one: its last job finished less than its minimum
 // interval ago.
 func (f *Flow) coolingUntil(ctx context.Context, tableID int64, g gated, now time.Time) (time.Time, error) {
-	d := DefaultMinInterval(g.c.Type)
+	d := policy.DefaultMinInterval(g.c.Type)
 	if v, ok := f.cfg.MinInterval[g.c.Type]; ok {
 		d = v
 	}
@@ -508,11 +508,11 @@ func (f *Flow) commitJob(ctx context.Context, x *Execution) error {
 	}
 	var types []gated
 	for _, e := range eff {
-		t, ok := MaintenanceTypeOf(e.Policy.Type)
+		t, ok := policy.MaintenanceTypeOf(e.Policy.Type)
 		if !ok || !e.Policy.Enabled || (owed != nil && !slices.Contains(owed, t)) {
 			continue
 		}
-		c, err := ParsePolicyContent(t, e.Policy.Content)
+		c, err := policy.ParseContent(t, e.Policy.Content)
 		if err != nil || !c.Schedule.OnCommit {
 			continue
 		}
@@ -522,7 +522,7 @@ func (f *Flow) commitJob(ctx context.Context, x *Execution) error {
 		f.skip(KindCommitJob, "no onCommit policy", zap.Int64("table", tableID))
 		return x.Complete(ctx, nil)
 	}
-	slices.SortFunc(types, func(a, b gated) int { return chain.Rank(a.c.Type) - chain.Rank(b.c.Type) })
+	slices.SortFunc(types, func(a, b gated) int { return policy.Rank(a.c.Type) - policy.Rank(b.c.Type) })
 	v, err := f.gate(ctx, tableID, types, x.Now())
 	if err != nil {
 		return err
@@ -545,7 +545,7 @@ func (f *Flow) commitJob(ctx context.Context, x *Execution) error {
 // cooldown). No data means every onCommit type; a new commit resets the
 // row to that.
 type commitOwed struct {
-	Types []chain.Type `json:"types"`
+	Types []policy.Type `json:"types"`
 }
 
 func owedData(gs []gated) []byte {
@@ -558,7 +558,7 @@ func owedData(gs []gated) []byte {
 }
 
 // owedTypes reads a commit-job's task data; nil means every type.
-func owedTypes(data []byte) ([]chain.Type, error) {
+func owedTypes(data []byte) ([]policy.Type, error) {
 	if len(data) == 0 {
 		return nil, nil
 	}

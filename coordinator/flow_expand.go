@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -86,17 +87,17 @@ func SyncPolicyTask(ctx context.Context, sch store.Scheduler, p store.Policy, no
 
 // wantsExpand reports whether p needs a policy-expand row, with its parsed
 // content.
-func wantsExpand(p store.Policy) (bool, PolicyContent, error) {
+func wantsExpand(p store.Policy) (bool, policy.Content, error) {
 	if p.Deleted() || !p.Enabled {
-		return false, PolicyContent{}, nil
+		return false, policy.Content{}, nil
 	}
-	t, ok := MaintenanceTypeOf(p.Type)
+	t, ok := policy.MaintenanceTypeOf(p.Type)
 	if !ok {
-		return false, PolicyContent{}, fmt.Errorf("policy %q: unknown policyType %q", p.Name, p.Type)
+		return false, policy.Content{}, fmt.Errorf("policy %q: unknown policyType %q", p.Name, p.Type)
 	}
-	c, err := ParsePolicyContent(t, p.Content)
+	c, err := policy.ParseContent(t, p.Content)
 	if err != nil {
-		return false, PolicyContent{}, fmt.Errorf("policy %q: %w", p.Name, err)
+		return false, policy.Content{}, fmt.Errorf("policy %q: %w", p.Name, err)
 	}
 	return c.Schedule.Cron != nil, c, nil
 }
@@ -116,7 +117,7 @@ func (f *Flow) expand(ctx context.Context, x *Execution) error {
 	_ = json.Unmarshal(x.Task.Data, &st)
 	var sched Schedule
 	if st.Cursor != 0 && st.Crontab != "" {
-		sched, err = ParseCron(st.Crontab, st.Timezone)
+		sched, err = policy.ParseCron(st.Crontab, st.Timezone)
 	}
 	if st.Cursor == 0 || st.Crontab == "" || err != nil {
 		c, ok, err := f.expandPolicy(ctx, id)
@@ -141,14 +142,14 @@ func (f *Flow) expand(ctx context.Context, x *Execution) error {
 
 // expandPolicy reads the policy of a policy-expand row: ok false when the
 // row should go (policy gone, disabled or no longer a crontab policy).
-func (f *Flow) expandPolicy(ctx context.Context, id int64) (PolicyContent, bool, error) {
+func (f *Flow) expandPolicy(ctx context.Context, id int64) (policy.Content, bool, error) {
 	p, err := f.pol.GetPolicyByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		f.skip(KindPolicyExpand, "policy gone")
-		return PolicyContent{}, false, nil
+		return policy.Content{}, false, nil
 	}
 	if err != nil {
-		return PolicyContent{}, false, err
+		return policy.Content{}, false, err
 	}
 	want, c, err := wantsExpand(p)
 	if err != nil || !want {
@@ -156,7 +157,7 @@ func (f *Flow) expandPolicy(ctx context.Context, id int64) (PolicyContent, bool,
 			f.cfg.Log.Warn("policy-expand: policy content no longer valid; dropping its row", zap.Int64("policy", id), zap.Error(err))
 		}
 		f.skip(KindPolicyExpand, "policy disabled")
-		return PolicyContent{}, false, nil
+		return policy.Content{}, false, nil
 	}
 	return c, true, nil
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tms-dev/tms/chain"
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -22,7 +22,7 @@ import (
 // policy-expand row in step the same way (SyncPolicyTask right after each
 // change, instead of waiting for serve's periodic sync).
 //
-// Errors: validation errors are *PolicyError (content, name, type) or
+// Errors: validation errors are *policy.Error (content, name, type) or
 // *InputError (object names); the store's answers wrap store.ErrNotFound
 // (unknown policy, not attached), store.ErrConflict (name taken, another
 // policy of the type attached) or store.ErrInvalidArgument. IsInputError
@@ -107,11 +107,11 @@ func NewPolicyOps(st store.Store, now func() time.Time) (*PolicyOps, error) {
 }
 
 // IsInputError reports whether err is the caller's fault: bad input
-// (*PolicyError, *InputError, store.ErrInvalidArgument), an unknown name
+// (*policy.Error, *InputError, store.ErrInvalidArgument), an unknown name
 // (store.ErrNotFound) or a conflict (store.ErrConflict).
 func IsInputError(err error) bool {
 	var ie *InputError
-	return errors.As(err, &ie) || errors.Is(err, chain.ErrInvalidPolicy) || errors.Is(err, store.ErrNotFound) ||
+	return errors.As(err, &ie) || errors.Is(err, policy.ErrInvalid) || errors.Is(err, store.ErrNotFound) ||
 		errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrInvalidArgument)
 }
 
@@ -124,9 +124,9 @@ func (o *PolicyOps) syncExpand(ctx context.Context, p store.Policy) error {
 	return nil
 }
 
-// Create validates spec (see PolicySpec.Validate), stores it as version 1
+// Create validates spec (see policy.Document.Validate), stores it as version 1
 // and creates its policy-expand row if it runs on a crontab.
-func (o *PolicyOps) Create(ctx context.Context, spec PolicySpec) (store.Policy, error) {
+func (o *PolicyOps) Create(ctx context.Context, spec policy.Document) (store.Policy, error) {
 	if _, err := spec.Validate(); err != nil {
 		return store.Policy{}, err
 	}
@@ -152,7 +152,7 @@ type PolicyAlter struct {
 // policy-expand row if the schedule changed. ErrNotFound for an unknown
 // name.
 func (o *PolicyOps) Alter(ctx context.Context, name string, a PolicyAlter) (store.Policy, error) {
-	if err := ValidatePolicyName(name); err != nil {
+	if err := policy.ValidateName(name); err != nil {
 		return store.Policy{}, err
 	}
 	if a.Content == nil && a.Comment == nil {
@@ -164,11 +164,11 @@ func (o *PolicyOps) Alter(ctx context.Context, name string, a PolicyAlter) (stor
 		if err != nil {
 			return store.Policy{}, err
 		}
-		t, ok := MaintenanceTypeOf(cur.Type)
+		t, ok := policy.MaintenanceTypeOf(cur.Type)
 		if !ok {
 			return store.Policy{}, fmt.Errorf("policy %q has type %q, which this binary does not know", cur.Name, cur.Type)
 		}
-		if _, err := ParsePolicyContent(t, a.Content); err != nil {
+		if _, err := policy.ParseContent(t, a.Content); err != nil {
 			return store.Policy{}, err
 		}
 		change.Content = CompactJSON(a.Content)
@@ -183,7 +183,7 @@ func (o *PolicyOps) Alter(ctx context.Context, name string, a PolicyAlter) (stor
 // SetEnabled enables or disables the live policy called name; changed is
 // false when it already was. Its policy-expand row follows.
 func (o *PolicyOps) SetEnabled(ctx context.Context, name string, enabled bool) (p store.Policy, changed bool, err error) {
-	if err := ValidatePolicyName(name); err != nil {
+	if err := policy.ValidateName(name); err != nil {
 		return store.Policy{}, false, err
 	}
 	p, changed, err = o.policies.SetPolicyEnabled(ctx, name, enabled)
@@ -196,7 +196,7 @@ func (o *PolicyOps) SetEnabled(ctx context.Context, name string, enabled bool) (
 // Delete deletes the live policy called name with its attachments and its
 // policy-expand row, and returns it as deleted.
 func (o *PolicyOps) Delete(ctx context.Context, name string) (store.Policy, error) {
-	if err := ValidatePolicyName(name); err != nil {
+	if err := policy.ValidateName(name); err != nil {
 		return store.Policy{}, err
 	}
 	p, err := o.policies.DeletePolicy(ctx, name)
@@ -209,7 +209,7 @@ func (o *PolicyOps) Delete(ctx context.Context, name string) (store.Policy, erro
 // Attach attaches the live policy called name to obj; created is false
 // when it already was attached there.
 func (o *PolicyOps) Attach(ctx context.Context, name string, obj store.PolicyObject) (a store.Attachment, created bool, err error) {
-	if err := ValidatePolicyName(name); err != nil {
+	if err := policy.ValidateName(name); err != nil {
 		return store.Attachment{}, false, err
 	}
 	if o.catalogs != nil {
@@ -237,7 +237,7 @@ func (o *PolicyOps) Attach(ctx context.Context, name string, obj store.PolicyObj
 
 // Detach removes the attachment of the policy called name to obj.
 func (o *PolicyOps) Detach(ctx context.Context, name string, obj store.PolicyObject) (store.Attachment, error) {
-	if err := ValidatePolicyName(name); err != nil {
+	if err := policy.ValidateName(name); err != nil {
 		return store.Attachment{}, err
 	}
 	return o.policies.Detach(ctx, name, obj)
@@ -262,7 +262,7 @@ func (o *PolicyOps) List(ctx context.Context) ([]PolicyDoc, error) {
 
 // Show returns the live policy called name with its attachments.
 func (o *PolicyOps) Show(ctx context.Context, name string) (PolicyDoc, error) {
-	if err := ValidatePolicyName(name); err != nil {
+	if err := policy.ValidateName(name); err != nil {
 		return PolicyDoc{}, err
 	}
 	p, err := o.policies.GetPolicy(ctx, name)
@@ -293,7 +293,7 @@ func (o *PolicyOps) Effective(ctx context.Context, table store.PolicyObject) (Ef
 	}
 	// Chain order reads better than policy type order.
 	slices.SortStableFunc(doc.Policies, func(a, b EffectiveRow) int {
-		return chain.Rank(chain.Type(a.MaintenanceType)) - chain.Rank(chain.Type(b.MaintenanceType))
+		return policy.Rank(policy.Type(a.MaintenanceType)) - policy.Rank(policy.Type(b.MaintenanceType))
 	})
 	return doc, nil
 }
@@ -343,7 +343,7 @@ type AttachmentDoc struct {
 
 // PolicyDocOf returns p with its attachments as, for printing.
 func PolicyDocOf(p store.Policy, as []store.Attachment) PolicyDoc {
-	t, _ := MaintenanceTypeOf(p.Type)
+	t, _ := policy.MaintenanceTypeOf(p.Type)
 	d := PolicyDoc{
 		Name: p.Name, Comment: p.Comment, PolicyType: p.Type, Enabled: p.Enabled, Content: p.Content,
 		ID: p.ID, MaintenanceType: string(t), Version: p.Version, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/jobspec"
+	"github.com/tms-dev/tms/policy"
 )
 
 // LocalSubmitter is the embedded default Submitter: it runs
@@ -199,7 +200,7 @@ func (s *LocalSubmitter) command(req JobRequest) (argv, env []string, err error)
 
 // urlHasSecret reports whether a ledger URL carries a password in its user
 // info or a credential-shaped query parameter (password, sslpassword …; see
-// jobspec.IsCredentialKey). A URL or query that cannot be parsed counts as
+// policy.IsCredentialKey). A URL or query that cannot be parsed counts as
 // secret.
 func urlHasSecret(raw string) bool {
 	u, err := url.Parse(raw)
@@ -214,7 +215,7 @@ func urlHasSecret(raw string) bool {
 		return true
 	}
 	for k := range q {
-		if jobspec.IsCredentialKey(k) {
+		if policy.IsCredentialKey(k) {
 			return true
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -334,11 +335,11 @@ func (w *Watcher) watched(ctx context.Context) ([]store.Table, error) {
 		if !p.Enabled {
 			continue
 		}
-		t, ok := MaintenanceTypeOf(p.Type)
+		t, ok := policy.MaintenanceTypeOf(p.Type)
 		if !ok {
 			continue
 		}
-		c, err := ParsePolicyContent(t, p.Content)
+		c, err := policy.ParseContent(t, p.Content)
 		if err != nil || !c.Schedule.OnCommit {
 			continue
 		}

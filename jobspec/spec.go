@@ -1,9 +1,9 @@
 // Package jobspec is the contract between the control plane and the job: the
-// job spec a coordinator writes into a ledger row and tms-runner reads, the
-// one rule for credential-shaped keys (shared by specs, policies and catalog
-// properties), and the environment prefix that carries catalog credentials
-// to a job. The coordinator and the runner both import it; it imports
-// neither.
+// job spec a coordinator writes into a ledger row and tms-runner reads, and
+// the environment prefix that carries catalog credentials to a job. It
+// applies package policy's one rule for credential-shaped keys to the whole
+// spec. The coordinator and the runner both import it; it imports neither,
+// nor the chain that runs the steps.
 package jobspec
 
 import (
@@ -16,7 +16,7 @@ import (
 	"strings"
 
 	"github.com/tms-dev/tms/catalogs"
-	"github.com/tms-dev/tms/chain"
+	"github.com/tms-dev/tms/policy"
 )
 
 // ErrInvalidSpec is wrapped by every error about a job spec: malformed JSON,
@@ -69,7 +69,7 @@ type CatalogSpec struct {
 // StepSpec is one maintenance type of a Spec.
 type StepSpec struct {
 	// Type is the maintenance type, e.g. "compaction".
-	Type chain.Type `json:"type"`
+	Type policy.Type `json:"type"`
 	// Policy is the policy content for Type; nil means the defaults.
 	Policy json.RawMessage `json:"policy,omitempty"`
 }
@@ -99,7 +99,7 @@ func Parse(raw json.RawMessage) (Spec, error) {
 
 // Validate checks the spec without touching any catalog: one catalog form,
 // a table name, steps of known types in chain order without duplicates, each
-// policy valid for its type (chain.ValidatePolicy), and no credential-shaped
+// policy valid for its type (policy.ValidateOptions), and no credential-shaped
 // catalog property. Errors wrap ErrInvalidSpec and name the field.
 func (s Spec) Validate() error {
 	c := s.Catalog
@@ -110,7 +110,7 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("%w: catalog: needs warehouse-dir or properties", ErrInvalidSpec)
 	}
 	for _, k := range sortedKeys(c.Properties) {
-		if IsCredentialKey(k) {
+		if policy.IsCredentialKey(k) {
 			return fmt.Errorf("%w: catalog.properties.%s: credential-shaped key; credentials come from TMS_CATALOG_PROP_* or --catalog-props-file, never from the spec", ErrInvalidSpec, k)
 		}
 	}
@@ -127,17 +127,17 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("%w: steps[%d].type: missing", ErrInvalidSpec, i)
 		}
 	}
-	ordered, err := chain.ParseTypes(strings.Join(names, ","))
+	ordered, err := policy.ParseTypes(strings.Join(names, ","))
 	if err != nil {
 		return fmt.Errorf("%w: steps: %v", ErrInvalidSpec, err)
 	}
 	if !slices.Equal(ordered, s.ChainTypes()) {
 		return fmt.Errorf("%w: steps: types %s must be in chain order without duplicates (%s)",
-			ErrInvalidSpec, strings.Join(names, ","), JoinTypes(ordered))
+			ErrInvalidSpec, strings.Join(names, ","), policy.JoinTypes(ordered))
 	}
 	for i, st := range s.Steps {
-		if err := chain.ValidatePolicy(st.Type, st.Policy); err != nil {
-			return &PolicyError{Type: st.Type, Err: fmt.Errorf("%w: steps[%d].policy (%s): %v", ErrInvalidSpec, i, st.Type, err)}
+		if err := policy.ValidateOptions(st.Type, st.Policy); err != nil {
+			return &PolicyError{Type: st.Type, Err: fmt.Errorf("%w: steps[%d].policy (%s): %v: %v", ErrInvalidSpec, i, st.Type, policy.ErrInvalid, err)}
 		}
 	}
 	return nil
@@ -147,7 +147,7 @@ func (s Spec) Validate() error {
 // job's outcomes can blame that type alone.
 type PolicyError struct {
 	// Type is the step whose policy is invalid.
-	Type chain.Type
+	Type policy.Type
 	// Err wraps ErrInvalidSpec and names the step.
 	Err error
 }
@@ -165,43 +165,12 @@ func (e *PolicyError) Unwrap() error { return e.Err }
 const EnvPropPrefix = "TMS_CATALOG_PROP_"
 
 // ChainTypes returns the step types in spec order.
-func (s Spec) ChainTypes() []chain.Type {
-	ts := make([]chain.Type, len(s.Steps))
+func (s Spec) ChainTypes() []policy.Type {
+	ts := make([]policy.Type, len(s.Steps))
 	for i, st := range s.Steps {
 		ts[i] = st.Type
 	}
 	return ts
-}
-
-// ChainSteps converts the steps for chain.Run.
-func (s Spec) ChainSteps() []chain.Step {
-	steps := make([]chain.Step, len(s.Steps))
-	for i, st := range s.Steps {
-		steps[i] = chain.Step{Type: st.Type, Policy: st.Policy}
-	}
-	return steps
-}
-
-// credentialWords are the fragments that make a key credential-shaped,
-// matched case-insensitively anywhere in the key (so "s3.secret-access-key",
-// "adls.sas-token", "auth.password" all match).
-var credentialWords = []string{
-	"password", "passwd", "secret", "token", "credential", "keytab",
-	"access-key", "access_key", "accesskey", "private-key", "private_key",
-	"api-key", "api_key", "apikey", "sas-key",
-}
-
-// IsCredentialKey reports whether a property or option key looks like it
-// holds a credential. Such keys must reach the runner through the
-// environment or a props file, never through a spec, a policy or the ledger.
-func IsCredentialKey(key string) bool {
-	k := strings.ToLower(key)
-	for _, w := range credentialWords {
-		if strings.Contains(k, w) {
-			return true
-		}
-	}
-	return false
 }
 
 // credentialPath returns the dotted path of the first credential-shaped
@@ -219,7 +188,7 @@ func credentialPath(v any, prefix string) string {
 			if prefix != "" {
 				path = prefix + "." + k
 			}
-			if IsCredentialKey(k) {
+			if policy.IsCredentialKey(k) {
 				return path
 			}
 			if p := credentialPath(v[k], path); p != "" {
@@ -243,13 +212,4 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// JoinTypes joins types with commas, as the ledger's types column does.
-func JoinTypes(ts []chain.Type) string {
-	s := make([]string, len(ts))
-	for i, t := range ts {
-		s[i] = string(t)
-	}
-	return strings.Join(s, ",")
 }

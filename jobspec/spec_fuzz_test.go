@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tms-dev/tms/policy"
 )
 
 // FuzzJobSpec: a job row's spec either parses, and then its re-encoding
@@ -42,7 +44,7 @@ func FuzzJobSpec(f *testing.F) {
 			t.Fatalf("round trip changed the spec:\n%+v\n%+v", s, again)
 		}
 		for k := range s.Catalog.Properties {
-			if IsCredentialKey(k) {
+			if policy.IsCredentialKey(k) {
 				t.Fatalf("accepted credential-shaped key %q", k)
 			}
 		}

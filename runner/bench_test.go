@@ -10,6 +10,7 @@ import (
 
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/chain"
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/sampler"
 	"github.com/tms-dev/tms/testdata"
 )
@@ -64,7 +65,7 @@ func benchChainOverhead(b *testing.B, adjust func(*testdata.Recipe)) {
 		timeHook := func(start time.Time) { ledger += time.Since(start) }
 		opts := Options{wrapHooks: func(h chain.Hooks) chain.Hooks {
 			sampled, beforeCommit, protected := h.Sampled, h.BeforeCommit, h.ProtectedSnapshots
-			h.Sampled = func(ctx context.Context, t chain.Type, when string, r sampler.Result) error {
+			h.Sampled = func(ctx context.Context, t policy.Type, when string, r sampler.Result) error {
 				loadStart := time.Now()
 				tbl, err := catalogs.LoadTable(ctx, cat, ident)
 				dupLoads += time.Since(loadStart)
@@ -86,7 +87,7 @@ func benchChainOverhead(b *testing.B, adjust func(*testdata.Recipe)) {
 				defer timeHook(time.Now())
 				return sampled(ctx, t, when, r)
 			}
-			h.BeforeCommit = func(ctx context.Context, t chain.Type) error {
+			h.BeforeCommit = func(ctx context.Context, t policy.Type) error {
 				defer timeHook(time.Now())
 				return beforeCommit(ctx, t)
 			}
@@ -99,7 +100,7 @@ func benchChainOverhead(b *testing.B, adjust func(*testdata.Recipe)) {
 		ro := ReplayOptions{
 			Ledger:  "sqlite://" + filepath.Join(b.TempDir(), "replay.db"),
 			Catalog: CatalogSpec{WarehouseDir: dir}, Table: "tms.small_files",
-			Steps: []StepSpec{{Type: chain.Compaction}, {Type: chain.ManifestRewrite}, {Type: chain.SnapshotExpiry}},
+			Steps: []StepSpec{{Type: policy.Compaction}, {Type: policy.ManifestRewrite}, {Type: policy.SnapshotExpiry}},
 		}
 		b.StartTimer()
 		res, err := Replay(b.Context(), ro, opts)

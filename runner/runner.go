@@ -16,6 +16,7 @@ import (
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/chain"
 	"github.com/tms-dev/tms/jobspec"
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/sampler"
 	"github.com/tms-dev/tms/store"
 )
@@ -45,7 +46,7 @@ type Options struct {
 	// chain.WhenBefore at the start of a type, chain.WhenAfter after a type
 	// committed), after the ledger was written. Replay draws its terminal
 	// progress line from it. It must not block.
-	Progress func(t chain.Type, when string, r sampler.Result)
+	Progress func(t policy.Type, when string, r sampler.Result)
 	// FileDeleted, if set, is called after each file snapshot expiry
 	// deletes. The binary's crash-recovery failpoint (TMS_FAILPOINT) uses
 	// it; it must not block unless it means to.
@@ -141,7 +142,7 @@ func (j *jobRun) run(ctx context.Context) (chain.Report, error) {
 	}
 	hooks := chain.Hooks{
 		Sampled:      j.sampled,
-		BeforeCommit: func(ctx context.Context, _ chain.Type) error { return j.st.CheckFence(ctx, j.job.ID, j.fence) },
+		BeforeCommit: func(ctx context.Context, _ policy.Type) error { return j.st.CheckFence(ctx, j.job.ID, j.fence) },
 		ProtectedSnapshots: func(ctx context.Context) ([]int64, error) {
 			return j.st.InFlightBaseSnapshots(ctx, j.job.TableID, j.job.ID)
 		},
@@ -164,7 +165,7 @@ func (j *jobRun) run(ctx context.Context) (chain.Report, error) {
 	j.chainStart = true
 	j.log.Info("chain starting", zap.String("table", spec.Table), zap.String("types", joinTypes(spec.ChainTypes())), zap.Bool("dry-run", spec.DryRun))
 	start := time.Now()
-	rep, err := chain.Run(ctx, cat, ident, spec.ChainSteps(), chain.Options{
+	rep, err := chain.Run(ctx, cat, ident, chainSteps(spec), chain.Options{
 		DryRun: spec.DryRun, Now: j.opts.Now, Log: j.log, Hooks: hooks,
 	})
 	if rep.Duration == 0 {
@@ -205,7 +206,7 @@ func (j *jobRun) checkIncarnation(ctx context.Context, ident table.Identifier, t
 // sampled is the chain's Sampled hook: metrics for every sampled snapshot,
 // and before_snapshot_id at the first. Metrics writes are not fenced by the
 // store, so the fence is checked first: a zombie writes nothing.
-func (j *jobRun) sampled(ctx context.Context, t chain.Type, when string, r sampler.Result) error {
+func (j *jobRun) sampled(ctx context.Context, t policy.Type, when string, r sampler.Result) error {
 	if r.SnapshotID == 0 {
 		if j.opts.Progress != nil {
 			j.opts.Progress(t, when, r)
@@ -278,7 +279,7 @@ func (j *jobRun) finish(ctx context.Context, rep chain.Report, runErr error) err
 
 // outcome is one element of the outcomes column.
 type outcome struct {
-	Type             chain.Type    `json:"type"`
+	Type             policy.Type   `json:"type"`
 	Outcome          chain.Outcome `json:"outcome"`
 	Reason           string        `json:"reason,omitempty"`
 	Error            string        `json:"error,omitempty"`
@@ -293,7 +294,7 @@ type outcome struct {
 // stopped early are skipped ("not run").
 func (j *jobRun) outcomes(rep chain.Report, runErr error) []outcome {
 	out := make([]outcome, 0, len(j.job.Types))
-	ran := map[chain.Type]bool{}
+	ran := map[policy.Type]bool{}
 	for _, t := range rep.Types {
 		ran[t.Type] = true
 		out = append(out, outcome{
@@ -303,7 +304,7 @@ func (j *jobRun) outcomes(rep chain.Report, runErr error) []outcome {
 		})
 	}
 	for _, name := range j.job.Types {
-		t := chain.Type(name)
+		t := policy.Type(name)
 		if ran[t] {
 			continue
 		}
@@ -315,7 +316,7 @@ func (j *jobRun) outcomes(rep chain.Report, runErr error) []outcome {
 // notRun is the outcome of a type the chain did not reach. If the job could
 // not start, the type is failed with that error — except when the error is
 // another type's bad policy, which fails that type alone and skips the rest.
-func (j *jobRun) notRun(t chain.Type, runErr error) outcome {
+func (j *jobRun) notRun(t policy.Type, runErr error) outcome {
 	if j.chainStart || runErr == nil {
 		return outcome{Type: t, Outcome: chain.Skipped, Reason: "not run: the chain stopped early"}
 	}
@@ -353,4 +354,13 @@ func closeCatalog(cat catalog.Catalog) {
 	if c, ok := cat.(catalog.Closer); ok {
 		_ = c.Close()
 	}
+}
+
+// chainSteps converts a spec's steps for chain.Run.
+func chainSteps(s Spec) []chain.Step {
+	steps := make([]chain.Step, len(s.Steps))
+	for i, st := range s.Steps {
+		steps[i] = chain.Step{Type: st.Type, Policy: st.Policy}
+	}
+	return steps
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/chain"
 	"github.com/tms-dev/tms/checksum"
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/sampler"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
@@ -56,7 +57,7 @@ func setup(t *testing.T, name string) *bundle {
 }
 
 // job creates a job row running steps on the bundle's table.
-func (b *bundle) job(t *testing.T, policyID int64, types ...chain.Type) store.Job {
+func (b *bundle) job(t *testing.T, policyID int64, types ...policy.Type) store.Job {
 	t.Helper()
 	spec := Spec{Catalog: CatalogSpec{WarehouseDir: b.dir}, Table: b.name}
 	names := make([]string, len(types))
@@ -108,12 +109,12 @@ func TestFencedOutWhileRunning(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "tms.partitioned")
 	before, files := b.load(t), b.dataFiles(t)
-	j := b.job(t, 1, chain.Compaction, chain.ManifestRewrite, chain.SnapshotExpiry)
+	j := b.job(t, 1, policy.Compaction, policy.ManifestRewrite, policy.SnapshotExpiry)
 
 	var bumped, commitsAttempted int
 	opts := Options{Log: zaptest.NewLogger(t), wrapHooks: func(h chain.Hooks) chain.Hooks {
 		sampled, beforeCommit := h.Sampled, h.BeforeCommit
-		h.Sampled = func(ctx context.Context, ty chain.Type, when string, r sampler.Result) error {
+		h.Sampled = func(ctx context.Context, ty policy.Type, when string, r sampler.Result) error {
 			if err := sampled(ctx, ty, when, r); err != nil {
 				return err
 			}
@@ -124,7 +125,7 @@ func TestFencedOutWhileRunning(t *testing.T) {
 			}
 			return nil
 		}
-		h.BeforeCommit = func(ctx context.Context, ty chain.Type) error {
+		h.BeforeCommit = func(ctx context.Context, ty policy.Type) error {
 			commitsAttempted++
 			return beforeCommit(ctx, ty)
 		}
@@ -152,7 +153,7 @@ func TestFencedOutWhileRunning(t *testing.T) {
 func TestProtectedSnapshots(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "tms.orphans")
-	j := b.job(t, 1, chain.SnapshotExpiry)
+	j := b.job(t, 1, policy.SnapshotExpiry)
 	// A table runs one job at a time: no other runner can be planning from
 	// a snapshot of it while this one expires, so the hook asks the ledger
 	// and finds nothing to protect.
@@ -188,7 +189,7 @@ func TestReplayKeepsCredentialsOutOfTheLedger(t *testing.T) {
 	ledger := "sqlite://" + filepath.Join(t.TempDir(), "sub", "replay.db")
 
 	res, err := Replay(t.Context(), ReplayOptions{
-		Ledger: ledger, Table: "tms.orphans", Steps: []StepSpec{{Type: chain.ManifestRewrite}},
+		Ledger: ledger, Table: "tms.orphans", Steps: []StepSpec{{Type: policy.ManifestRewrite}},
 		Catalog: CatalogSpec{Name: catalogs.LocalName, Properties: props}, // the SQL catalog keys tables by catalog name
 	}, Options{Log: zaptest.NewLogger(t)})
 	require.NoError(t, err)
@@ -218,12 +219,12 @@ func TestInterruptedJobIsClosedCancelled(t *testing.T) {
 	t.Parallel()
 	b := setup(t, "tms.partitioned")
 	before := b.load(t)
-	j := b.job(t, 1, chain.Compaction, chain.ManifestRewrite)
+	j := b.job(t, 1, policy.Compaction, policy.ManifestRewrite)
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	opts := Options{wrapHooks: func(h chain.Hooks) chain.Hooks {
 		sampled := h.Sampled
-		h.Sampled = func(ctx context.Context, ty chain.Type, when string, r sampler.Result) error {
+		h.Sampled = func(ctx context.Context, ty policy.Type, when string, r sampler.Result) error {
 			err := sampled(ctx, ty, when, r)
 			cancel()
 			return err

@@ -3,8 +3,8 @@ package runner
 import (
 	"encoding/json"
 
-	"github.com/tms-dev/tms/chain"
 	"github.com/tms-dev/tms/jobspec"
+	"github.com/tms-dev/tms/policy"
 )
 
 // The job spec is the contract between the coordinator and the runner; it
@@ -25,7 +25,7 @@ var ErrInvalidSpec = jobspec.ErrInvalidSpec
 // ParseSpec decodes and validates a job spec (jobspec.Parse).
 func ParseSpec(raw json.RawMessage) (Spec, error) { return jobspec.Parse(raw) }
 
-// IsCredentialKey is jobspec.IsCredentialKey.
-func IsCredentialKey(key string) bool { return jobspec.IsCredentialKey(key) }
+// IsCredentialKey is policy.IsCredentialKey.
+func IsCredentialKey(key string) bool { return policy.IsCredentialKey(key) }
 
-func joinTypes(ts []chain.Type) string { return jobspec.JoinTypes(ts) }
+func joinTypes(ts []policy.Type) string { return policy.JoinTypes(ts) }

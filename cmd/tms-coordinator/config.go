@@ -14,10 +14,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tms-dev/tms/catalogs"
-	"github.com/tms-dev/tms/chain"
 	"github.com/tms-dev/tms/coordinator"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/internal/secretref"
+	"github.com/tms-dev/tms/policy"
 )
 
 // The coordinator's configuration file (serve --config FILE, env
@@ -287,10 +287,10 @@ func (c *fileConfig) catalogConfigs() ([]coordinator.CatalogConfig, error) {
 
 // minIntervalsByType returns task.<type>.minIntervalMs from the file,
 // overridden by --min-interval TYPE=DURATION flags.
-func minIntervalsByType(c *fileConfig, fromFlags []string) (map[chain.Type]time.Duration, error) {
-	out := map[chain.Type]time.Duration{}
+func minIntervalsByType(c *fileConfig, fromFlags []string) (map[policy.Type]time.Duration, error) {
+	out := map[policy.Type]time.Duration{}
 	add := func(src, typ string, d time.Duration) error {
-		ts, err := chain.ParseTypes(typ)
+		ts, err := policy.ParseTypes(typ)
 		if err != nil || len(ts) != 1 {
 			return cli.Usagef("%s: unknown maintenance type %q", src, typ)
 		}

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tms-dev/tms/chain"
 	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/policy"
 )
 
 // TestConfigFile: the file's keys fill the flags the command line left
@@ -79,7 +79,7 @@ gravitino.maintenance.gravitinoAuth.password = env:TMS_TEST_GRAVITINO_PW
 	}, cats)
 	cool, err := minIntervalsByType(c, []string{"snapshot-expiry=30m"})
 	require.NoError(t, err)
-	require.Equal(t, map[chain.Type]time.Duration{chain.Compaction: 2 * time.Hour, chain.SnapshotExpiry: 30 * time.Minute}, cool)
+	require.Equal(t, map[policy.Type]time.Duration{policy.Compaction: 2 * time.Hour, policy.SnapshotExpiry: 30 * time.Minute}, cool)
 
 	_, err = mergeCatalogs([]coordinator.CatalogConfig{{Name: "prod", WarehouseDir: "/x"}}, cats)
 	require.ErrorContains(t, err, `catalog "prod" is configured both by flags and by the config file`)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tms-dev/tms/coordinator"
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -139,7 +140,7 @@ func (pc *policyCtx) requireName() error {
 	if !pc.fs.Changed("name") {
 		return cli.Usagef("--name is required")
 	}
-	return flagError("--name", coordinator.ValidatePolicyName(pc.opts.name))
+	return flagError("--name", policy.ValidateName(pc.opts.name))
 }
 
 // open opens the store and the policy operations on it; the caller closes
@@ -176,7 +177,7 @@ func flagError(flag string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var pe *coordinator.PolicyError
+	var pe *policy.Error
 	if errors.As(err, &pe) && (pe.Field == "name" || pe.Field == "policyType") {
 		return cli.UsageError{Err: fmt.Errorf("%s: %s", flag, pe.Msg)}
 	}
@@ -194,7 +195,7 @@ func policyStoreError(err error) error {
 
 // contentError names --content-file in a content validation error.
 func contentError(path string, err error) error {
-	var pe *coordinator.PolicyError
+	var pe *policy.Error
 	if errors.As(err, &pe) {
 		return cli.UsageError{Err: fmt.Errorf("--content-file %s: %w", path, err)}
 	}
@@ -217,7 +218,7 @@ func policyCreate(ctx context.Context, pc *policyCtx) error {
 	if !pc.fs.Changed("type") {
 		return cli.Usagef("--type is required")
 	}
-	policyType, t, err := coordinator.ParsePolicyType(pc.opts.typ)
+	policyType, t, err := policy.ParsePolicyType(pc.opts.typ)
 	if err != nil {
 		return flagError("--type", err)
 	}
@@ -229,7 +230,7 @@ func policyCreate(ctx context.Context, pc *policyCtx) error {
 		return err
 	}
 	// Validated before the database is opened, so bad content writes nothing.
-	if _, err := coordinator.ParsePolicyContent(t, content); err != nil {
+	if _, err := policy.ParseContent(t, content); err != nil {
 		return contentError(pc.opts.contentFile, err)
 	}
 	s, ops, err := pc.open(ctx)
@@ -238,7 +239,7 @@ func policyCreate(ctx context.Context, pc *policyCtx) error {
 	}
 	defer s.Close()
 	enabled := !pc.opts.disabled
-	p, err := ops.Create(ctx, coordinator.PolicySpec{
+	p, err := ops.Create(ctx, policy.Document{
 		Name: pc.opts.name, Comment: pc.opts.comment, PolicyType: policyType, Enabled: &enabled, Content: content,
 	})
 	if err != nil {

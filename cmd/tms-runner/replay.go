@@ -17,6 +17,7 @@ import (
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/chain"
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/runner"
 	"github.com/tms-dev/tms/sampler"
 	"github.com/tms-dev/tms/store"
@@ -51,7 +52,7 @@ func runReplay(ctx context.Context, env cli.Env) error {
 	case types == "":
 		return cli.Usagef("--types is required, e.g. --types compaction,manifest-rewrite,snapshot-expiry")
 	}
-	chainTypes, err := chain.ParseTypes(types)
+	chainTypes, err := policy.ParseTypes(types)
 	if err != nil {
 		return cli.Usagef("--types: %v", err)
 	}
@@ -113,11 +114,11 @@ func runReplay(ctx context.Context, env cli.Env) error {
 }
 
 // policyTypes maps Gravitino policy types to maintenance types.
-var policyTypes = map[string]chain.Type{
-	"system_iceberg_compaction":          chain.Compaction,
-	"system_iceberg_rewrite_manifests":   chain.ManifestRewrite,
-	"system_iceberg_snapshot_expiration": chain.SnapshotExpiry,
-	"system_iceberg_orphan_file_removal": chain.OrphanCleanup,
+var policyTypes = map[string]policy.Type{
+	"system_iceberg_compaction":          policy.Compaction,
+	"system_iceberg_rewrite_manifests":   policy.ManifestRewrite,
+	"system_iceberg_snapshot_expiration": policy.SnapshotExpiry,
+	"system_iceberg_orphan_file_removal": policy.OrphanCleanup,
 }
 
 // policyFile is the shape of a --policy file: a Gravitino policy
@@ -125,16 +126,16 @@ var policyTypes = map[string]chain.Type{
 // {type, content}.
 type policyFile struct {
 	PolicyType string          `json:"policyType"`
-	Type       chain.Type      `json:"type"`
+	Type       policy.Type     `json:"type"`
 	Content    json.RawMessage `json:"content"`
 }
 
 // replaySteps pairs each type with its policy file's content, checking that
 // every file names a type of the chain, at most one file per type, and that
 // each content is valid for its type.
-func replaySteps(types []chain.Type, files []string) ([]runner.StepSpec, error) {
-	content := map[chain.Type]json.RawMessage{}
-	from := map[chain.Type]string{}
+func replaySteps(types []policy.Type, files []string) ([]runner.StepSpec, error) {
+	content := map[policy.Type]json.RawMessage{}
+	from := map[policy.Type]string{}
 	for _, path := range files {
 		raw, err := os.ReadFile(path)
 		if err != nil {
@@ -142,7 +143,7 @@ func replaySteps(types []chain.Type, files []string) ([]runner.StepSpec, error) 
 		}
 		var pf policyFile
 		if err := json.Unmarshal(raw, &pf); err != nil {
-			return nil, cli.Usagef("--policy %s: %v", path, err)
+			return nil, cli.Usagef("--policy %s: %v: %v", path, policy.ErrInvalid, err)
 		}
 		t := pf.Type
 		if pf.PolicyType != "" {
@@ -158,7 +159,7 @@ func replaySteps(types []chain.Type, files []string) ([]runner.StepSpec, error) 
 		if t == "" {
 			return nil, cli.Usagef("--policy %s: needs \"policyType\" or \"type\"", path)
 		}
-		if _, err := chain.ParseTypes(string(t)); err != nil {
+		if _, err := policy.ParseTypes(string(t)); err != nil {
 			return nil, cli.Usagef("--policy %s: %v", path, err)
 		}
 		if !slices.Contains(types, t) {
@@ -167,7 +168,7 @@ func replaySteps(types []chain.Type, files []string) ([]runner.StepSpec, error) 
 		if prev, dup := from[t]; dup {
 			return nil, cli.Usagef("--policy %s and %s are both for %s; give one per type", prev, path, t)
 		}
-		if err := chain.ValidatePolicy(t, pf.Content); err != nil {
+		if err := policy.ValidateOptions(t, pf.Content); err != nil {
 			return nil, cli.Usagef("--policy %s: %v", path, err)
 		}
 		content[t], from[t] = pf.Content, path
@@ -242,14 +243,14 @@ func fmtInt(v int64) string { return fmt.Sprint(v) }
 // chain is running, what it last did and the time since the start.
 type progressLine struct {
 	w     io.Writer
-	types []chain.Type
+	types []policy.Type
 	start time.Time
 }
 
 // newProgressLine returns a progress line on stderr if stderr is a terminal,
 // else nil (whose methods do nothing), so piped and logged output stays
 // clean.
-func newProgressLine(stderr io.Writer, types []chain.Type) *progressLine {
+func newProgressLine(stderr io.Writer, types []policy.Type) *progressLine {
 	f, ok := stderr.(*os.File)
 	if !ok {
 		return nil
@@ -261,7 +262,7 @@ func newProgressLine(stderr io.Writer, types []chain.Type) *progressLine {
 }
 
 // update redraws the line after a sample of type t.
-func (p *progressLine) update(t chain.Type, when string, r sampler.Result) {
+func (p *progressLine) update(t policy.Type, when string, r sampler.Result) {
 	if p == nil {
 		return
 	}

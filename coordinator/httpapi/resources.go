@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -156,7 +157,7 @@ func badRequest(format string, args ...any) error {
 func (rs *resources) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var he *httpError
 	var ie *coordinator.InputError
-	var pe *coordinator.PolicyError
+	var pe *policy.Error
 	switch {
 	case errors.As(err, &he):
 		writeError(w, he.code, he.msg)

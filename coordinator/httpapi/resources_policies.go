@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/policy"
 )
 
 // This file is /v1/policies: the routes of `tms-coordinator policy …`
@@ -37,7 +38,7 @@ func (rs *resources) listPolicies(w http.ResponseWriter, r *http.Request) {
 
 // createPolicy is POST /v1/policies with a Gravitino-shaped policy.
 func (rs *resources) createPolicy(w http.ResponseWriter, r *http.Request) {
-	var spec coordinator.PolicySpec
+	var spec policy.Document
 	if err := decodeBody(w, r, &spec, policyFields); err != nil {
 		rs.fail(w, r, err)
 		return
@@ -83,7 +84,7 @@ func (rs *resources) alterPolicy(w http.ResponseWriter, r *http.Request) {
 		rs.fail(w, r, err)
 		return
 	}
-	if err := coordinator.ValidatePolicyName(name); err != nil {
+	if err := policy.ValidateName(name); err != nil {
 		rs.fail(w, r, err)
 		return
 	}
@@ -98,7 +99,7 @@ func (rs *resources) alterPolicy(w http.ResponseWriter, r *http.Request) {
 			rs.fail(w, r, err)
 			return
 		}
-		if pt, _, err := coordinator.ParsePolicyType(*u.PolicyType); err != nil || pt != cur.PolicyType {
+		if pt, _, err := policy.ParsePolicyType(*u.PolicyType); err != nil || pt != cur.PolicyType {
 			rs.fail(w, r, badRequest("policyType: %q is not the policy's type %s; a policy's type cannot change, create a new policy", *u.PolicyType, cur.PolicyType))
 			return
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tms-dev/tms/coordinator"
 	"github.com/tms-dev/tms/coordinator/httpapi"
+	"github.com/tms-dev/tms/policy"
 )
 
 const compactionPolicy = `{"name": "compact-hot", "comment": "hot tables", "policyType": "system_iceberg_compaction",
@@ -43,7 +44,7 @@ func TestPolicyRoutes(t *testing.T) {
 		ops, err := coordinator.NewPolicyOps(b.st, func() time.Time { return resNow })
 		require.NoError(t, err)
 		on := true
-		spec := coordinator.PolicySpec{Name: "compact-cli", PolicyType: "compaction", Enabled: &on, Content: p.Content}
+		spec := policy.Document{Name: "compact-cli", PolicyType: "compaction", Enabled: &on, Content: p.Content}
 		viaCLI, err := ops.Create(t.Context(), spec)
 		require.NoError(t, err)
 		cliRow, err := b.sch.GetTask(context.Background(), coordinator.ExpandKey(viaCLI.ID))

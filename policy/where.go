@@ -1,4 +1,4 @@
-package chain
+package policy
 
 import (
 	"fmt"
@@ -9,13 +9,13 @@ import (
 	"github.com/apache/iceberg-go"
 )
 
-// parseWhere parses the compaction `where` option: predicates joined by AND,
+// ParseWhere parses the compaction `where` option: predicates joined by AND,
 // each `column op value` with op one of = == != <> < <= > >= and value a
 // quoted string ('2024-01-03' or "books"), a number, or true/false. Strings
 // are converted to the column's type when the expression is bound to the
 // table schema, so `ts >= '2024-01-03T00:00:00+00:00'` works on a timestamptz
 // column. OR, NOT and parentheses are not supported.
-func parseWhere(s string) (iceberg.BooleanExpression, error) {
+func ParseWhere(s string) (iceberg.BooleanExpression, error) {
 	toks, err := lexWhere(s)
 	if err != nil {
 		return nil, err
@@ -55,10 +55,10 @@ func parseWhere(s string) (iceberg.BooleanExpression, error) {
 	return iceberg.NewAnd(preds[0], preds[1], preds[2:]...), nil
 }
 
-// bindWhere parses s and binds it to schema, so unknown columns and values
+// BindWhere parses s and binds it to schema, so unknown columns and values
 // that do not convert to the column type are reported before any work.
-func bindWhere(s string, schema *iceberg.Schema) (iceberg.BooleanExpression, error) {
-	expr, err := parseWhere(s)
+func BindWhere(s string, schema *iceberg.Schema) (iceberg.BooleanExpression, error) {
+	expr, err := ParseWhere(s)
 	if err != nil {
 		return nil, err
 	}

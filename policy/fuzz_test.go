@@ -1,4 +1,4 @@
-package coordinator_test
+package policy_test
 
 import (
 	"bytes"
@@ -8,14 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tms-dev/tms/chain"
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/policy"
 )
 
 // The parsers a user feeds, fuzzed (`make fuzz`); the checked-in corpora
 // under testdata/fuzz run as ordinary tests in `make test`.
 
-var fuzzTypes = []chain.Type{chain.Compaction, chain.ManifestRewrite, chain.SnapshotExpiry, chain.OrphanCleanup}
+var fuzzTypes = []policy.Type{policy.Compaction, policy.ManifestRewrite, policy.SnapshotExpiry, policy.OrphanCleanup}
 
 // FuzzPolicyContent: any content either parses or is refused with a
 // *PolicyError naming a field under "content"; never a panic.
@@ -31,9 +30,9 @@ func FuzzPolicyContent(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, typ uint8, content []byte) {
 		ty := fuzzTypes[int(typ)%len(fuzzTypes)]
-		c, err := coordinator.ParsePolicyContent(ty, content)
+		c, err := policy.ParseContent(ty, content)
 		if err != nil {
-			var pe *coordinator.PolicyError
+			var pe *policy.Error
 			if !errors.As(err, &pe) || !strings.HasPrefix(pe.Field, "content") || pe.Msg == "" {
 				t.Fatalf("%s: error %q (%T) does not name a content field", ty, err, err)
 			}
@@ -43,7 +42,7 @@ func FuzzPolicyContent(f *testing.F) {
 			t.Fatalf("parsed type %s, want %s", c.Type, ty)
 		}
 		// What parsed once parses again the same.
-		again, err := coordinator.ParsePolicyContent(ty, content)
+		again, err := policy.ParseContent(ty, content)
 		if err != nil || again.Type != c.Type || again.Schedule.OnCommit != c.Schedule.OnCommit {
 			t.Fatalf("second parse differs: %v", err)
 		}
@@ -59,7 +58,7 @@ func FuzzPolicyDocument(f *testing.F) {
 	f.Add([]byte(`{"name": "expire", "policyType": "snapshot-expiry", "content": {"schedule": {"onCommit": true}}} trailing`))
 	f.Add([]byte(`{"name": "-bad", "policyType": "x"}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		spec, c, err := coordinator.DecodePolicy(bytes.NewReader(doc))
+		spec, c, err := policy.Decode(bytes.NewReader(doc))
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("empty error")
@@ -70,7 +69,7 @@ func FuzzPolicyDocument(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encode: %v", err)
 		}
-		spec2, c2, err := coordinator.DecodePolicy(bytes.NewReader(b))
+		spec2, c2, err := policy.Decode(bytes.NewReader(b))
 		if err != nil {
 			t.Fatalf("an accepted document re-encoded is refused: %v\n%s", err, b)
 		}
@@ -91,7 +90,7 @@ func FuzzCron(f *testing.F) {
 	}
 	start := time.Date(2026, 3, 29, 0, 30, 0, 0, time.UTC) // a DST change in Europe
 	f.Fuzz(func(t *testing.T, spec, tz string) {
-		s, err := coordinator.ParseCron(spec, tz)
+		s, err := policy.ParseCron(spec, tz)
 		if err != nil {
 			return
 		}
