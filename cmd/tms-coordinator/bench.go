@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/scheduler"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/store"
 )
@@ -56,9 +56,9 @@ func runBench(ctx context.Context, env cli.Env) error {
 		return classify(err)
 	}
 
-	kind := coordinator.Kind{Name: benchKind, Handler: func(context.Context, *coordinator.Execution) error { return nil }}
+	kind := scheduler.Kind{Name: benchKind, Handler: func(context.Context, *scheduler.Execution) error { return nil }}
 
-	engines := make([]*coordinator.Engine, nodes)
+	engines := make([]*scheduler.Engine, nodes)
 	for i := range engines {
 		s, err := store.Open(ctx, db, env.Log)
 		if err != nil {
@@ -69,7 +69,7 @@ func runBench(ctx context.Context, env cli.Env) error {
 		if err != nil {
 			return err
 		}
-		engines[i], err = coordinator.New(sch, coordinator.Config{
+		engines[i], err = scheduler.New(sch, scheduler.Config{
 			NodeID:       fmt.Sprintf("bench-%d", i),
 			Pools:        map[string]int{benchKind: threads},
 			PollInterval: time.Second,

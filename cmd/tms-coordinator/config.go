@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tms-dev/tms/catalogs"
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/internal/secretref"
 	"github.com/tms-dev/tms/policy"
@@ -250,7 +250,7 @@ func applyConfig(fs *pflag.FlagSet, path string) (*fileConfig, error) {
 // catalogConfigs returns the file's catalogs: a warehouseDir property makes a
 // local testdata-style catalog, anything else iceberg-go properties, with
 // the ircAuth references resolved into the secrets of each.
-func (c *fileConfig) catalogConfigs() ([]coordinator.CatalogConfig, error) {
+func (c *fileConfig) catalogConfigs() ([]flow.CatalogConfig, error) {
 	if c == nil {
 		return nil, nil
 	}
@@ -267,19 +267,19 @@ func (c *fileConfig) catalogConfigs() ([]coordinator.CatalogConfig, error) {
 			return nil, cli.Usagef("config key %sgravitinoAuth.%s: %v", configPrefix, k, err)
 		}
 	}
-	var out []coordinator.CatalogConfig
+	var out []flow.CatalogConfig
 	for _, name := range slices.Sorted(maps.Keys(c.catalogs)) {
 		props := c.catalogs[name]
 		if dir, ok := props["warehouseDir"]; ok {
 			if len(props) > 1 {
 				return nil, cli.Usagef("config catalog %q: warehouseDir makes a local catalog and takes no other property", name)
 			}
-			out = append(out, coordinator.CatalogConfig{Name: name, WarehouseDir: dir})
+			out = append(out, flow.CatalogConfig{Name: name, WarehouseDir: dir})
 			continue
 		}
-		out = append(out, coordinator.CatalogConfig{Name: name, Properties: maps.Clone(props), Secrets: maps.Clone(secrets)})
+		out = append(out, flow.CatalogConfig{Name: name, Properties: maps.Clone(props), Secrets: maps.Clone(secrets)})
 	}
-	if len(secrets) > 0 && !slices.ContainsFunc(out, func(c coordinator.CatalogConfig) bool { return c.WarehouseDir == "" }) {
+	if len(secrets) > 0 && !slices.ContainsFunc(out, func(c flow.CatalogConfig) bool { return c.WarehouseDir == "" }) {
 		return nil, cli.Usagef("config: ircAuth.* is set but no catalog with properties is configured (%scatalog.NAME.uri = …)", configPrefix)
 	}
 	return out, nil
@@ -319,10 +319,10 @@ func minIntervalsByType(c *fileConfig, fromFlags []string) (map[policy.Type]time
 
 // mergeCatalogs adds the file's catalogs to the flags', refusing a name
 // configured twice.
-func mergeCatalogs(fromFlags, fromFile []coordinator.CatalogConfig) ([]coordinator.CatalogConfig, error) {
+func mergeCatalogs(fromFlags, fromFile []flow.CatalogConfig) ([]flow.CatalogConfig, error) {
 	out := slices.Clone(fromFlags)
 	for _, c := range fromFile {
-		if slices.ContainsFunc(out, func(o coordinator.CatalogConfig) bool { return o.Name == c.Name }) {
+		if slices.ContainsFunc(out, func(o flow.CatalogConfig) bool { return o.Name == c.Name }) {
 			return nil, cli.Usagef("catalog %q is configured both by flags and by the config file", c.Name)
 		}
 		if c.Name == catalogs.LocalName && c.WarehouseDir == "" {

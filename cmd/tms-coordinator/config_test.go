@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/policy"
 )
 
@@ -72,7 +72,7 @@ gravitino.maintenance.gravitinoAuth.password = env:TMS_TEST_GRAVITINO_PW
 
 	cats, err := c.catalogConfigs()
 	require.NoError(t, err)
-	require.Equal(t, []coordinator.CatalogConfig{
+	require.Equal(t, []flow.CatalogConfig{
 		{Name: "lake", WarehouseDir: "/data/lake"},
 		{Name: "prod", Properties: map[string]string{"type": "rest", "uri": "http://catalog:8181/#not-a-comment", "warehouse": "s3://lake/ #kept"},
 			Secrets: map[string]string{"token": "tok-from-file"}},
@@ -81,7 +81,7 @@ gravitino.maintenance.gravitinoAuth.password = env:TMS_TEST_GRAVITINO_PW
 	require.NoError(t, err)
 	require.Equal(t, map[policy.Type]time.Duration{policy.Compaction: 2 * time.Hour, policy.SnapshotExpiry: 30 * time.Minute}, cool)
 
-	_, err = mergeCatalogs([]coordinator.CatalogConfig{{Name: "prod", WarehouseDir: "/x"}}, cats)
+	_, err = mergeCatalogs([]flow.CatalogConfig{{Name: "prod", WarehouseDir: "/x"}}, cats)
 	require.ErrorContains(t, err, `catalog "prod" is configured both by flags and by the config file`)
 
 	// A bad quote or text after it is refused naming the file and line.

@@ -13,7 +13,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/admin"
+	"github.com/tms-dev/tms/coordinator/scheduler"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
@@ -25,11 +26,11 @@ import (
 // database is opened, so bad input writes nothing and exits 2 with a message
 // naming the flag or the content field. The operations themselves, their
 // validation and the policy-expand row kept in step, are
-// coordinator.PolicyOps, which the HTTP API uses too; this file parses flags
+// admin.PolicyOps, which the HTTP API uses too; this file parses flags
 // and prints.
 //
 // Objects are dotted names, CATALOG[.NAMESPACE[.TABLE]], read as
-// coordinator.ParseObject says; --level namespace names a multi-level
+// admin.ParseObject says; --level namespace names a multi-level
 // namespace (cat.a.b with --level namespace is namespace a.b).
 
 const policyUsage = `usage: tms-coordinator policy COMMAND [flags]
@@ -71,7 +72,7 @@ type policyCtx struct {
 	env      cli.Env
 	fs       *pflag.FlagSet
 	opts     policyOpts
-	catalogs coordinator.CatalogSet // set by open
+	catalogs admin.CatalogSet // set by open
 }
 
 var policyCommands = map[string]policyCmd{
@@ -145,12 +146,12 @@ func (pc *policyCtx) requireName() error {
 
 // open opens the store and the policy operations on it; the caller closes
 // the store.
-func (pc *policyCtx) open(ctx context.Context) (store.Store, *coordinator.PolicyOps, error) {
+func (pc *policyCtx) open(ctx context.Context) (store.Store, *admin.PolicyOps, error) {
 	s, err := store.Open(ctx, pc.opts.db, pc.env.Log)
 	if err != nil {
 		return nil, nil, classify(err)
 	}
-	ops, err := coordinator.NewPolicyOps(s, time.Now)
+	ops, err := admin.NewPolicyOps(s, time.Now)
 	if err != nil {
 		_ = s.Close()
 		return nil, nil, err
@@ -162,14 +163,14 @@ func (pc *policyCtx) open(ctx context.Context) (store.Store, *coordinator.Policy
 	}
 	// Attachments are checked against the catalogs the live serve nodes
 	// are configured with (each node says so at start).
-	pc.catalogs = coordinator.LiveNodeCatalogs(sch, defaultDeadAfter, time.Now)
+	pc.catalogs = admin.LiveNodeCatalogs(sch, defaultDeadAfter, time.Now)
 	ops.CheckCatalogs(pc.catalogs)
 	return s, ops, nil
 }
 
 // defaultDeadAfter is when a node counts as dead for the commands that
 // read node liveness: serve's default heartbeat interval × missed limit.
-const defaultDeadAfter = coordinator.DefaultHeartbeatInterval * coordinator.DefaultMissedHeartbeatsLimit
+const defaultDeadAfter = scheduler.DefaultHeartbeatInterval * scheduler.DefaultMissedHeartbeatsLimit
 
 // flagError turns a validation error of the value of flag into a usage
 // error that names the flag and keeps the message of the field.
@@ -187,7 +188,7 @@ func flagError(flag string, err error) error {
 // policyStoreError makes the answers to bad input (unknown policy, name
 // taken, bad object) usage errors.
 func policyStoreError(err error) error {
-	if coordinator.IsInputError(err) {
+	if admin.IsInputError(err) {
 		return cli.UsageError{Err: err}
 	}
 	return err
@@ -245,7 +246,7 @@ func policyCreate(ctx context.Context, pc *policyCtx) error {
 	if err != nil {
 		return contentError(pc.opts.contentFile, err)
 	}
-	return pc.print(coordinator.PolicyDocOf(p, nil), "created policy %q (%s, version %d, %s)\n", p.Name, p.Type, p.Version, enabledWord(p.Enabled))
+	return pc.print(admin.PolicyDocOf(p, nil), "created policy %q (%s, version %d, %s)\n", p.Name, p.Type, p.Version, enabledWord(p.Enabled))
 }
 
 func policyAlter(ctx context.Context, pc *policyCtx) error {
@@ -255,7 +256,7 @@ func policyAlter(ctx context.Context, pc *policyCtx) error {
 	if pc.opts.contentFile == "" && !pc.fs.Changed("comment") {
 		return cli.Usagef("nothing to alter: give --content-file, --comment or both")
 	}
-	var change coordinator.PolicyAlter
+	var change admin.PolicyAlter
 	if pc.opts.contentFile != "" {
 		var err error
 		if change.Content, err = readContent(pc.opts.contentFile); err != nil {
@@ -274,7 +275,7 @@ func policyAlter(ctx context.Context, pc *policyCtx) error {
 	if err != nil {
 		return contentError(pc.opts.contentFile, err)
 	}
-	return pc.print(coordinator.PolicyDocOf(p, nil), "altered policy %q (version %d)\n", p.Name, p.Version)
+	return pc.print(admin.PolicyDocOf(p, nil), "altered policy %q (version %d)\n", p.Name, p.Version)
 }
 
 func policySetEnabled(ctx context.Context, pc *policyCtx, enabled bool) error {
@@ -294,7 +295,7 @@ func policySetEnabled(ctx context.Context, pc *policyCtx, enabled bool) error {
 	if !changed {
 		format = "policy %q was already %s\n"
 	}
-	return pc.print(coordinator.PolicyDocOf(p, nil), format, p.Name, enabledWord(enabled))
+	return pc.print(admin.PolicyDocOf(p, nil), format, p.Name, enabledWord(enabled))
 }
 
 func policyDelete(ctx context.Context, pc *policyCtx) error {
@@ -310,11 +311,11 @@ func policyDelete(ctx context.Context, pc *policyCtx) error {
 	if err != nil {
 		return policyStoreError(err)
 	}
-	return pc.print(coordinator.PolicyDocOf(p, nil), "deleted policy %q and its attachments\n", p.Name)
+	return pc.print(admin.PolicyDocOf(p, nil), "deleted policy %q and its attachments\n", p.Name)
 }
 
 // objectNames are the flags ParseObject's errors name.
-var objectNames = coordinator.ObjectNames{Object: "--object", Level: "--level"}
+var objectNames = admin.ObjectNames{Object: "--object", Level: "--level"}
 
 func policyAttach(ctx context.Context, pc *policyCtx, attach bool) error {
 	if err := pc.requireName(); err != nil {
@@ -323,7 +324,7 @@ func policyAttach(ctx context.Context, pc *policyCtx, attach bool) error {
 	if !pc.fs.Changed("object") {
 		return cli.Usagef("--object is required")
 	}
-	obj, err := coordinator.ParseObject(pc.opts.object, pc.opts.level, objectNames)
+	obj, err := admin.ParseObject(pc.opts.object, pc.opts.level, objectNames)
 	if err != nil {
 		return policyStoreError(err)
 	}
@@ -337,7 +338,7 @@ func policyAttach(ctx context.Context, pc *policyCtx, attach bool) error {
 		if err != nil {
 			return policyStoreError(err)
 		}
-		return pc.print(coordinator.AttachmentDocOf(a), "detached policy %q from %s %s\n", a.PolicyName, a.Object.Level, a.Object)
+		return pc.print(admin.AttachmentDocOf(a), "detached policy %q from %s %s\n", a.PolicyName, a.Object.Level, a.Object)
 	}
 	a, created, err := ops.Attach(ctx, pc.opts.name, obj)
 	if err != nil {
@@ -350,7 +351,7 @@ func policyAttach(ctx context.Context, pc *policyCtx, attach bool) error {
 	if !created {
 		format = "policy %q was already attached to %s %s\n"
 	}
-	return pc.print(coordinator.AttachmentDocOf(a), format, a.PolicyName, a.Object.Level, a.Object)
+	return pc.print(admin.AttachmentDocOf(a), format, a.PolicyName, a.Object.Level, a.Object)
 }
 
 func policyList(ctx context.Context, pc *policyCtx) error {
@@ -378,7 +379,7 @@ func policyList(ctx context.Context, pc *policyCtx) error {
 			objs = append(objs, a.Object)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%t\t%d\t%s\t%s\n", d.Name, d.MaintenanceType, d.Enabled, d.Version,
-			coordinator.TriggerSummary(d.Content), cmpOr(strings.Join(objs, ", "), "-"))
+			admin.TriggerSummary(d.Content), cmpOr(strings.Join(objs, ", "), "-"))
 	}
 	return w.Flush()
 }
@@ -395,7 +396,7 @@ func policyShow(ctx context.Context, pc *policyCtx) error {
 		}
 	} else {
 		var err error
-		if table, err = coordinator.ParseTableName(pc.opts.effective, "--effective"); err != nil {
+		if table, err = admin.ParseTableName(pc.opts.effective, "--effective"); err != nil {
 			return policyStoreError(err)
 		}
 	}
@@ -419,7 +420,7 @@ func policyShow(ctx context.Context, pc *policyCtx) error {
 	fmt.Fprintf(w, "type:\t%s (%s)\n", d.PolicyType, d.MaintenanceType)
 	fmt.Fprintf(w, "enabled:\t%t\n", d.Enabled)
 	fmt.Fprintf(w, "version:\t%d\n", d.Version)
-	fmt.Fprintf(w, "trigger:\t%s\n", coordinator.TriggerSummary(d.Content))
+	fmt.Fprintf(w, "trigger:\t%s\n", admin.TriggerSummary(d.Content))
 	if d.Comment != "" {
 		fmt.Fprintf(w, "comment:\t%s\n", d.Comment)
 	}
@@ -445,7 +446,7 @@ func policyShow(ctx context.Context, pc *policyCtx) error {
 	return err
 }
 
-func showEffective(ctx context.Context, pc *policyCtx, ops *coordinator.PolicyOps, table store.PolicyObject) error {
+func showEffective(ctx context.Context, pc *policyCtx, ops *admin.PolicyOps, table store.PolicyObject) error {
 	doc, err := ops.Effective(ctx, table)
 	if err != nil {
 		return err
@@ -462,7 +463,7 @@ func showEffective(ctx context.Context, pc *policyCtx, ops *coordinator.PolicyOp
 	fmt.Fprintln(w, "TYPE\tPOLICY\tVERSION\tENABLED\tTRIGGER\tVIA")
 	for _, r := range doc.Policies {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%t\t%s\t%s %s\n", r.MaintenanceType, r.Policy.Name, r.Policy.Version, r.Policy.Enabled,
-			coordinator.TriggerSummary(r.Policy.Content), r.Via.Level, r.Via.Object)
+			admin.TriggerSummary(r.Policy.Content), r.Via.Level, r.Via.Object)
 	}
 	return w.Flush()
 }

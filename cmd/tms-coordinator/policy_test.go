@@ -12,8 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/httpapi"
+	"github.com/tms-dev/tms/coordinator/submit"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
@@ -265,15 +266,15 @@ func TestPolicyCommandsRefuseBadInput(t *testing.T) {
 // noSubmitter is the submitter of an API that cancels nothing in these tests.
 type noSubmitter struct{}
 
-func (noSubmitter) Submit(context.Context, coordinator.JobRequest) (string, error) {
-	return "", coordinator.ErrSubmitterClosed
+func (noSubmitter) Submit(context.Context, submit.JobRequest) (string, error) {
+	return "", submit.ErrSubmitterClosed
 }
 
-func (noSubmitter) Status(context.Context, string) (coordinator.JobStatus, error) {
-	return coordinator.JobStatus{State: coordinator.JobUnknown, ExitCode: -1}, nil
+func (noSubmitter) Status(context.Context, string) (submit.JobStatus, error) {
+	return submit.JobStatus{State: submit.JobUnknown, ExitCode: -1}, nil
 }
 
-func (noSubmitter) Cancel(context.Context, string) error { return coordinator.ErrUnknownJob }
+func (noSubmitter) Cancel(context.Context, string) error { return submit.ErrUnknownJob }
 
 // TestPolicyHTTPMatchesCLI checks that the HTTP API refuses bad content
 // with the CLI's message and creates the same policy-expand row.
@@ -315,7 +316,7 @@ func TestPolicyHTTPMatchesCLI(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, msg)
 	sch, err := store.TasksOf(st)
 	require.NoError(t, err)
-	rows, err := sch.ListTasks(t.Context(), coordinator.KindPolicyExpand, 10)
+	rows, err := sch.ListTasks(t.Context(), flow.KindPolicyExpand, 10)
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
 	require.Equal(t, rows[0].ExecutionTime, rows[1].ExecutionTime)

@@ -13,7 +13,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/catalogs"
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/flow"
+	"github.com/tms-dev/tms/coordinator/reconcile"
+	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/coordinator/submit"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/internal/secretref"
 	"github.com/tms-dev/tms/store"
@@ -39,14 +42,14 @@ func (f *flowFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.catalogName, "catalog", "", "name of the catalog given by --catalog-prop")
 	fs.StringArrayVar(&f.props, "catalog-prop", nil, "non-secret iceberg-go catalog property key=value (repeatable)")
 	fs.StringArrayVar(&f.secrets, "catalog-secret", nil, "credential catalog property key=env:NAME or key=file:PATH (repeatable); passed to runners through their environment only")
-	fs.DurationVar(&f.commitDelay, "commit-delay", coordinator.DefaultCommitDelay, "how long a commit-job waits for more commits to the table")
+	fs.DurationVar(&f.commitDelay, "commit-delay", flow.DefaultCommitDelay, "how long a commit-job waits for more commits to the table")
 }
 
 // catalogs returns the configured catalogs.
-func (f *flowFlags) catalogs() ([]coordinator.CatalogConfig, error) {
-	var out []coordinator.CatalogConfig
+func (f *flowFlags) catalogs() ([]flow.CatalogConfig, error) {
+	var out []flow.CatalogConfig
 	if f.warehouseDir != "" {
-		out = append(out, coordinator.CatalogConfig{Name: catalogs.LocalName, WarehouseDir: f.warehouseDir})
+		out = append(out, flow.CatalogConfig{Name: catalogs.LocalName, WarehouseDir: f.warehouseDir})
 	}
 	if len(f.props) == 0 && len(f.secrets) == 0 {
 		if f.catalogName != "" {
@@ -73,7 +76,7 @@ func (f *flowFlags) catalogs() ([]coordinator.CatalogConfig, error) {
 		}
 		secrets[k] = v
 	}
-	return append(out, coordinator.CatalogConfig{Name: f.catalogName, Properties: props, Secrets: secrets}), nil
+	return append(out, flow.CatalogConfig{Name: f.catalogName, Properties: props, Secrets: secrets}), nil
 }
 
 func runServe(ctx context.Context, env cli.Env) error {
@@ -102,10 +105,10 @@ func runServe(ctx context.Context, env cli.Env) error {
 	fs.IntVar(&maxRunning, "max-running", 4, "runners running at once on this node")
 	fs.StringVar(&logDir, "log-dir", "./tms-logs", "folder of the per-job runner logs")
 	fs.StringVar(&nodeID, "node-id", "", "this node's id (default: host-pid-random)")
-	fs.IntVar(&expandBatch, "expand-batch", coordinator.DefaultEnqueueBatchSize, "cron-job rows one policy-expand pick enqueues (expand.enqueueBatchSize)")
-	fs.DurationVar(&poll, "poll-interval", coordinator.DefaultPollInterval, "how often idle pools look for due tasks")
-	fs.DurationVar(&heartbeat, "heartbeat-interval", coordinator.DefaultHeartbeatInterval, "node and claim heartbeat interval")
-	fs.DurationVar(&reconcileEv, "reconcile-interval", coordinator.DefaultReconcileInterval, "how often the reconciler sweeps in-flight jobs")
+	fs.IntVar(&expandBatch, "expand-batch", flow.DefaultEnqueueBatchSize, "cron-job rows one policy-expand pick enqueues (expand.enqueueBatchSize)")
+	fs.DurationVar(&poll, "poll-interval", scheduler.DefaultPollInterval, "how often idle pools look for due tasks")
+	fs.DurationVar(&heartbeat, "heartbeat-interval", scheduler.DefaultHeartbeatInterval, "node and claim heartbeat interval")
+	fs.DurationVar(&reconcileEv, "reconcile-interval", flow.DefaultReconcileInterval, "how often the reconciler sweeps in-flight jobs")
 	if err := cli.Parse(fs, env.Args); err != nil {
 		return err
 	}
@@ -147,7 +150,7 @@ func runServe(ctx context.Context, env cli.Env) error {
 	if err != nil {
 		return err
 	}
-	sub, err := coordinator.NewLocalSubmitter(coordinator.LocalConfig{RunnerPath: runnerPath, MaxRunning: maxRunning, LogDir: logDir, Log: env.Log})
+	sub, err := submit.NewLocalSubmitter(submit.LocalConfig{RunnerPath: runnerPath, MaxRunning: maxRunning, LogDir: logDir, Log: env.Log})
 	if err != nil {
 		return cli.UsageError{Err: err}
 	}
@@ -156,33 +159,33 @@ func runServe(ctx context.Context, env cli.Env) error {
 		defer cancel()
 		_ = sub.Close(cctx)
 	}()
-	flow, err := coordinator.NewFlow(st, sub, coordinator.FlowConfig{DBURL: ff.db, Catalogs: cats, EnqueueBatchSize: expandBatch,
+	fl, err := flow.NewFlow(st, sub, flow.FlowConfig{DBURL: ff.db, Catalogs: cats, EnqueueBatchSize: expandBatch,
 		MinInterval: cooldowns, CommitDelay: ff.commitDelay, Log: env.Log})
 	if err != nil {
 		return cli.UsageError{Err: err}
 	}
-	defer flow.Close()
-	rec := coordinator.NewReconciler(st, sub, coordinator.ReconcilerConfig{Log: env.Log})
+	defer fl.Close()
+	rec := reconcile.NewReconciler(st, sub, reconcile.ReconcilerConfig{Log: env.Log})
 	if err := api.prepare(ctx, st); err != nil {
 		return err
 	}
-	engCfg := coordinator.Config{NodeID: nodeID, PollInterval: poll, HeartbeatInterval: heartbeat, Log: env.Log,
-		Pools: map[string]int{coordinator.KindPolicyExpand: expandThreads, coordinator.KindCronJob: cronThreads, coordinator.KindCommitJob: commitThread}}
+	engCfg := scheduler.Config{NodeID: nodeID, PollInterval: poll, HeartbeatInterval: heartbeat, Log: env.Log,
+		Pools: map[string]int{flow.KindPolicyExpand: expandThreads, flow.KindCronJob: cronThreads, flow.KindCommitJob: commitThread}}
 	api.observe(&engCfg)
 	engCfg.OnDrained = func() { drainSubmitter(ctx, sub, rec, env.Log) }
-	eng, err := coordinator.New(sch, engCfg, flow.Kinds(rec, reconcileEv)...)
+	eng, err := scheduler.New(sch, engCfg, fl.Kinds(rec, reconcileEv)...)
 	if err != nil {
 		_ = api.serve(ctx) // closes the listener
 		return cli.UsageError{Err: err}
 	}
 	rec.WatchNodes(eng)
-	if err := api.build(st, sub, eng, flow, ff.commitDelay, env.Log); err != nil {
+	if err := api.build(st, sub, eng, fl, ff.commitDelay, env.Log); err != nil {
 		_ = api.serve(ctx)
 		return err
 	}
 	// The singleton recurring rows; every node inserts them if missing.
 	now := time.Now()
-	for _, k := range []store.TaskKey{coordinator.SyncKey, coordinator.ReconcileKey} {
+	for _, k := range []store.TaskKey{flow.SyncKey, flow.ReconcileKey} {
 		if _, err := eng.Schedule(ctx, store.NewTask{TaskKey: k, ExecutionTime: now}); err != nil {
 			return classify(err)
 		}
@@ -191,7 +194,7 @@ func runServe(ctx context.Context, env cli.Env) error {
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- api.serve(httpCtx) }()
 	fmt.Fprintf(env.Stderr, "tms-coordinator: serving as node %s on %s backend, HTTP on %s\n", eng.NodeID(), st.Backend(), api.addr())
-	waitWatch, err := wf.start(httpCtx, ff.db, st, flow, eng, api, env.Log)
+	waitWatch, err := wf.start(httpCtx, ff.db, st, fl, eng, api, env.Log)
 	if err != nil {
 		stopHTTP()
 		<-httpDone
@@ -227,7 +230,7 @@ func runServe(ctx context.Context, env cli.Env) error {
 	if herr := <-httpDone; herr != nil && err == nil {
 		err = herr
 	}
-	if errors.Is(err, coordinator.ErrWatchdog) {
+	if errors.Is(err, scheduler.ErrWatchdog) {
 		return cli.ExitError{Code: exitWatchdog, Err: err}
 	}
 	return err
@@ -238,7 +241,7 @@ func runServe(ctx context.Context, env cli.Env) error {
 // cancelled) and waits up to a minute for its runners (then stops them);
 // the rows that no runner will close are closed now. Until it returns no
 // other node takes this one for dead and closes its runners' rows.
-func drainSubmitter(ctx context.Context, sub coordinator.Submitter, rec *coordinator.Reconciler, log *zap.Logger) {
+func drainSubmitter(ctx context.Context, sub submit.Submitter, rec *reconcile.Reconciler, log *zap.Logger) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if c, ok := sub.(interface{ Close(context.Context) error }); ok {
@@ -285,7 +288,7 @@ func runEnqueueCommit(ctx context.Context, env cli.Env) error {
 	if err != nil {
 		return err
 	}
-	if _, err := sch.UpsertTask(ctx, store.NewTask{TaskKey: coordinator.CommitJobKey(row.ID), ExecutionTime: time.Now().Add(max(0, ff.commitDelay))}, time.Now()); err != nil {
+	if _, err := sch.UpsertTask(ctx, store.NewTask{TaskKey: flow.CommitJobKey(row.ID), ExecutionTime: time.Now().Add(max(0, ff.commitDelay))}, time.Now()); err != nil {
 		return classify(err)
 	}
 	_, err = fmt.Fprintf(env.Stdout, "commit-job for %s (table %d) enqueued\n", name, row.ID)

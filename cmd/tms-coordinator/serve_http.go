@@ -9,8 +9,11 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/admin"
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/httpapi"
+	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/coordinator/submit"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/internal/secretref"
 	"github.com/tms-dev/tms/store"
@@ -76,16 +79,16 @@ func (api *httpAPI) prepare(ctx context.Context, st store.Store) error {
 }
 
 // observe hooks the metrics into the engine's configuration.
-func (a *httpAPI) observe(cfg *coordinator.Config) {
+func (a *httpAPI) observe(cfg *scheduler.Config) {
 	cfg.OnClaim, cfg.OnExecuted = a.metrics.ObserveClaim, a.metrics.ObserveExecution
 }
 
 // build creates the server over the running parts.
-func (a *httpAPI) build(st store.Store, sub coordinator.Submitter, eng *coordinator.Engine, flow *coordinator.Flow,
+func (a *httpAPI) build(st store.Store, sub submit.Submitter, eng *scheduler.Engine, fl *flow.Flow,
 	commitDelay time.Duration, log *zap.Logger,
 ) error {
 	a.metrics.AttachEngine(eng.Stats)
-	a.metrics.AttachFlow(flow.Stats)
+	a.metrics.AttachFlow(fl.Stats)
 	a.metrics.AttachWatchdog(eng.Healthy)
 	if a.ln == nil {
 		return nil
@@ -95,7 +98,7 @@ func (a *httpAPI) build(st store.Store, sub coordinator.Submitter, eng *coordina
 		return err
 	}
 	res, err := httpapi.NewResources(httpapi.ResourcesConfig{Store: st, Submitter: sub, Log: log.Named("api"),
-		Catalogs: coordinator.LiveNodeCatalogs(sch, eng.DeadNodeAfter(), time.Now)})
+		Catalogs: admin.LiveNodeCatalogs(sch, eng.DeadNodeAfter(), time.Now)})
 	if err != nil {
 		return err
 	}
@@ -103,7 +106,7 @@ func (a *httpAPI) build(st store.Store, sub coordinator.Submitter, eng *coordina
 		Listen: a.ln.Addr().String(), Store: st, Metrics: a.metrics, Resources: res, Log: log.Named("http"),
 		AdminToken: a.tokens[0], ReadToken: a.tokens[1], CommitToken: a.tokens[2], CommitDelay: commitDelay,
 		Ready:          func(context.Context) error { return eng.Healthy() },
-		OnCommitJobDue: func(at time.Time) { eng.WakeAt(coordinator.KindCommitJob, at) },
+		OnCommitJobDue: func(at time.Time) { eng.WakeAt(flow.KindCommitJob, at) },
 	})
 	return err
 }

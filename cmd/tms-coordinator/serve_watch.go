@@ -10,8 +10,9 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
-	"github.com/tms-dev/tms/coordinator"
-	"github.com/tms-dev/tms/coordinator/httpapi"
+	"github.com/tms-dev/tms/coordinator/flow"
+	"github.com/tms-dev/tms/coordinator/ingress"
+	"github.com/tms-dev/tms/coordinator/scheduler"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/store"
 )
@@ -27,7 +28,7 @@ type watchFlags struct {
 
 func (w *watchFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&w.every, "watch-interval", 0, "poll the catalogs of tables with an onCommit policy this often, e.g. 60s (0: off)")
-	fs.IntVar(&w.concurrency, "watch-concurrency", coordinator.DefaultWatchConcurrency, "table loads one catalog-watcher poll runs at once")
+	fs.IntVar(&w.concurrency, "watch-concurrency", ingress.DefaultWatchConcurrency, "table loads one catalog-watcher poll runs at once")
 	fs.BoolVar(&w.notify, "catalog-notify", false, "listen for commits NOTIFYed by the catalog trigger (tms-coordinator migrate --catalog-trigger)")
 	fs.StringVar(&w.notifyDB, "catalog-notify-db", "", "PostgreSQL URL of the catalog's database (default: --db)")
 	fs.StringVar(&w.notifySchema, "catalog-notify-schema", "", "schema of iceberg_tables (default: that URL's current schema)")
@@ -46,10 +47,10 @@ func (w *watchFlags) check(db string) error {
 
 // start runs the watcher and the listener that are enabled until ctx ends;
 // the returned wait blocks until they stopped.
-func (w *watchFlags) start(ctx context.Context, db string, st store.Store, flow *coordinator.Flow, eng *coordinator.Engine, api *httpAPI, log *zap.Logger) (wait func(), err error) {
-	var watcher *coordinator.Watcher
+func (w *watchFlags) start(ctx context.Context, db string, st store.Store, fl *flow.Flow, eng *scheduler.Engine, api *httpAPI, log *zap.Logger) (wait func(), err error) {
+	var watcher *ingress.Watcher
 	if w.every > 0 {
-		watcher, err = flow.NewWatcher(eng, coordinator.WatcherConfig{Interval: w.every, Concurrency: w.concurrency, Log: log.Named("watcher"),
+		watcher, err = ingress.NewWatcher(fl, eng, ingress.WatcherConfig{Interval: w.every, Concurrency: w.concurrency, Log: log.Named("watcher"),
 			OnEnqueue: func(created bool) { api.metrics.CommitEnqueued("watcher", created) }})
 		if err != nil {
 			return nil, cli.UsageError{Err: err}
@@ -61,14 +62,14 @@ func (w *watchFlags) start(ctx context.Context, db string, st store.Store, flow 
 	}
 	if w.notify {
 		wg.Go(func() {
-			err := coordinator.ListenCatalogCommits(ctx, st, coordinator.CatalogNotifyConfig{
+			err := ingress.ListenCatalogCommits(ctx, st, ingress.CatalogNotifyConfig{
 				DBURL: cmp.Or(w.notifyDB, db), Schema: w.notifySchema, Log: log.Named("catalog-notify"),
-				Enqueue: func(ctx context.Context, id int64) (bool, error) { return flow.UpsertCommit(ctx, eng, id) },
+				Enqueue: func(ctx context.Context, id int64) (bool, error) { return fl.UpsertCommit(ctx, eng, id) },
 				OnCommit: func(known, created bool) {
 					if known {
 						api.metrics.CommitEnqueued("notify", created)
 					} else {
-						api.metrics.CommitIgnored("notify", httpapi.StatusUnknownTable)
+						api.metrics.CommitIgnored("notify", ingress.StatusUnknownTable)
 					}
 				},
 			})

@@ -12,7 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/admin"
+	"github.com/tms-dev/tms/coordinator/flow"
+	"github.com/tms-dev/tms/coordinator/scheduler"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/store"
 )
@@ -28,7 +30,7 @@ type statusOutput struct {
 	DeadNodeAfter string `json:"dead_node_after"`
 	// Unconfigured are the attachments whose catalog no live node has
 	// (they maintain nothing); null when no live node said its catalogs.
-	Unconfigured *[]coordinator.AttachmentDoc `json:"unconfigured_attachments"`
+	Unconfigured *[]admin.AttachmentDoc `json:"unconfigured_attachments"`
 }
 
 // statusNode is a coordinator node and whether it is alive.
@@ -87,7 +89,7 @@ func runStatus(ctx context.Context, env cli.Env) error {
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	fs.IntVar(&limit, "tables", 50, "show the last run of at most this many tables (most recent first)")
 	fs.IntVar(&dueRows, "due", 20, "show at most this many maintenance rows due next")
-	fs.DurationVar(&deadAfter, "dead-after", coordinator.DefaultHeartbeatInterval*coordinator.DefaultMissedHeartbeatsLimit,
+	fs.DurationVar(&deadAfter, "dead-after", scheduler.DefaultHeartbeatInterval*scheduler.DefaultMissedHeartbeatsLimit,
 		"a node whose heartbeat is older is dead (serve's heartbeat interval × missed-heartbeats limit)")
 	if err := cli.Parse(fs, env.Args); err != nil {
 		return err
@@ -174,11 +176,11 @@ func runStatus(ctx context.Context, env cli.Env) error {
 		}
 		out.Tables = append(out.Tables, s)
 	}
-	ops, err := coordinator.NewPolicyOps(st, nil)
+	ops, err := admin.NewPolicyOps(st, nil)
 	if err != nil {
 		return err
 	}
-	catalogs := coordinator.LiveNodeCatalogs(sch, deadAfter, time.Now)
+	catalogs := admin.LiveNodeCatalogs(sch, deadAfter, time.Now)
 	ops.CheckCatalogs(catalogs)
 	if _, known, err := catalogs(ctx); err != nil {
 		return err
@@ -187,7 +189,7 @@ func runStatus(ctx context.Context, env cli.Env) error {
 		if err != nil {
 			return err
 		}
-		bad := []coordinator.AttachmentDoc{}
+		bad := []admin.AttachmentDoc{}
 		for _, d := range docs {
 			for _, a := range d.Attachments {
 				if a.CatalogConfigured != nil && !*a.CatalogConfigured {
@@ -236,7 +238,7 @@ func nextDue(ctx context.Context, st store.Store, sch store.Scheduler, n int, ta
 		return policyNames[id]
 	}
 	var out []statusDue
-	for _, kind := range []string{coordinator.KindPolicyExpand, coordinator.KindCronJob, coordinator.KindCommitJob} {
+	for _, kind := range []string{flow.KindPolicyExpand, flow.KindCronJob, flow.KindCommitJob} {
 		ts, err := sch.ListTasks(ctx, kind, nextDueScan)
 		if err != nil {
 			return nil, err
@@ -245,11 +247,11 @@ func nextDue(ctx context.Context, st store.Store, sch store.Scheduler, n int, ta
 			d := statusDue{Kind: kind, Instance: t.Instance, Due: t.ExecutionTime, Picked: t.Picked}
 			var tableID, policyID int64
 			switch kind {
-			case coordinator.KindPolicyExpand:
+			case flow.KindPolicyExpand:
 				policyID, _ = strconv.ParseInt(t.Instance, 10, 64)
-			case coordinator.KindCronJob:
+			case flow.KindCronJob:
 				_, _ = fmt.Sscanf(t.Instance, "table:%d:%d", &tableID, &policyID)
-			case coordinator.KindCommitJob:
+			case flow.KindCommitJob:
 				tableID, _ = strconv.ParseInt(t.Instance, 10, 64)
 			}
 			if tableID != 0 {

@@ -16,8 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/httpapi"
+	"github.com/tms-dev/tms/coordinator/ingress"
+	"github.com/tms-dev/tms/coordinator/scheduler"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -55,8 +57,8 @@ func BenchmarkWebhookIngest(b *testing.B) {
 	// A node that runs commit-jobs, so rows are consumed and re-created
 	// as in production.
 	var executed atomic.Int64
-	eng, err := coordinator.New(sch, coordinator.Config{NodeID: "bench", PollInterval: 100 * time.Millisecond},
-		coordinator.Kind{Name: coordinator.KindCommitJob, Handler: func(context.Context, *coordinator.Execution) error {
+	eng, err := scheduler.New(sch, scheduler.Config{NodeID: "bench", PollInterval: 100 * time.Millisecond},
+		scheduler.Kind{Name: flow.KindCommitJob, Handler: func(context.Context, *scheduler.Execution) error {
 			executed.Add(1)
 			return nil
 		}})
@@ -97,7 +99,7 @@ func BenchmarkWebhookIngest(b *testing.B) {
 				case err != nil:
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err)
-				case status == httpapi.StatusEnqueued:
+				case status == ingress.StatusEnqueued:
 					enqueued.Add(1)
 				}
 			}
@@ -128,7 +130,7 @@ func postEvent(client *http.Client, endpoint, body string) (string, error) {
 	}
 	defer resp.Body.Close()
 	var out struct {
-		Results []httpapi.EventResult
+		Results []ingress.EventResult
 		Error   string
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusAccepted || len(out.Results) != 1 {

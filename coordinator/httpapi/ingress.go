@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,74 +11,12 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tms-dev/tms/coordinator/ingress"
 	"github.com/tms-dev/tms/store"
-)
-
-// What happened to one commit event (the "status" of its result).
-const (
-	// StatusEnqueued: the table had no commit-job row; one was created.
-	StatusEnqueued = "enqueued"
-	// StatusCoalesced: the table's commit-job row existed; the event was
-	// folded into it.
-	StatusCoalesced = "coalesced"
-	// StatusDuplicate: the event id was seen before; nothing was done.
-	StatusDuplicate = "duplicate"
-	// StatusUnknownTable: TMS does not maintain the table (not registered,
-	// so no policy reaches it); nothing was done.
-	StatusUnknownTable = "unknown-table"
 )
 
 // SourceWebhook labels the metrics of events posted to /v1/commit-events.
 const SourceWebhook = "webhook"
-
-// CommitEvent is one element of the webhook's body.
-type CommitEvent struct {
-	// Catalog is the catalog name as configured in TMS. Required.
-	Catalog string `json:"catalog"`
-	// Namespace is the table's namespace, levels joined with "." ("db" or
-	// "db.sales"), or a JSON array of levels (["db", "sales"]). Required.
-	Namespace Namespace `json:"namespace"`
-	// Table is the table name. Required.
-	Table string `json:"table"`
-	// SnapshotID is the snapshot the commit produced. Optional.
-	SnapshotID *int64 `json:"snapshotId,omitempty"`
-	// EventID identifies the event for idempotency: a repeat is answered
-	// "duplicate". Required, at most 256 bytes.
-	EventID string `json:"eventId"`
-}
-
-// Namespace is a namespace given as "a.b" or as ["a", "b"]; it holds the
-// dotted form.
-type Namespace string
-
-// UnmarshalJSON accepts a string or an array of strings.
-func (n *Namespace) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err == nil {
-		*n = Namespace(s)
-		return nil
-	}
-	var levels []string
-	if err := json.Unmarshal(b, &levels); err != nil {
-		return errors.New(`field "namespace": want a string ("db.sales") or an array of strings (["db", "sales"])`)
-	}
-	for _, l := range levels {
-		if strings.TrimSpace(l) == "" || strings.Contains(l, ".") {
-			return fmt.Errorf(`field "namespace": level %q must not be empty or contain '.'`, l)
-		}
-	}
-	*n = Namespace(strings.Join(levels, "."))
-	return nil
-}
-
-// EventResult is what happened to one event.
-type EventResult struct {
-	EventID string `json:"eventId"`
-	Status  string `json:"status"`
-	// TableID is the maintained table the event resolved to; absent for
-	// unknown tables.
-	TableID int64 `json:"tableId,omitempty"`
-}
 
 // commitEvents handles POST /v1/commit-events: authenticate, read and
 // validate the whole body, resolve the tables, then record every event of a
@@ -100,7 +37,10 @@ func (s *Server) commitEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err.Error())
 		return
 	}
-	results, err := s.ingest(r.Context(), events)
+	results, err := s.webhook.Ingest(r.Context(), events)
+	for _, res := range results {
+		s.metrics.commitResult(SourceWebhook, res.Status)
+	}
 	if err != nil {
 		s.metrics.rejected("store-error")
 		s.cfg.Log.Warn("commit events not recorded", zap.Int("events", len(events)), zap.Error(err))
@@ -114,7 +54,7 @@ func (s *Server) commitEvents(w http.ResponseWriter, r *http.Request) {
 // decodeEvents reads the body: one event object or an array of them, at
 // most MaxBodyBytes, no unknown fields, every required field set. It
 // returns the HTTP status to answer with on an error.
-func decodeEvents(w http.ResponseWriter, r *http.Request) ([]CommitEvent, int, error) {
+func decodeEvents(w http.ResponseWriter, r *http.Request) ([]ingress.CommitEvent, int, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -126,7 +66,7 @@ func decodeEvents(w http.ResponseWriter, r *http.Request) ([]CommitEvent, int, e
 	if len(trimmed) == 0 {
 		return nil, http.StatusBadRequest, errors.New("empty body: send a commit event object or an array of them")
 	}
-	var events []CommitEvent
+	var events []ingress.CommitEvent
 	if trimmed[0] == '[' {
 		var raw []json.RawMessage
 		if err := strictDecode(trimmed, &raw); err != nil {
@@ -147,14 +87,14 @@ func decodeEvents(w http.ResponseWriter, r *http.Request) ([]CommitEvent, int, e
 		if err != nil {
 			return nil, http.StatusBadRequest, err
 		}
-		events = []CommitEvent{ev}
+		events = []ingress.CommitEvent{ev}
 	}
 	return events, 0, nil
 }
 
 // decodeEvent decodes and validates one event object.
-func decodeEvent(b []byte) (CommitEvent, error) {
-	var ev CommitEvent
+func decodeEvent(b []byte) (ingress.CommitEvent, error) {
+	var ev ingress.CommitEvent
 	if err := strictDecode(b, &ev); err != nil {
 		return ev, err
 	}
@@ -213,45 +153,4 @@ func jsonKind(k string) string {
 		return "array"
 	}
 	return k
-}
-
-// ingest resolves each event's table, then has the batcher record the
-// events of known tables and upsert their commit-jobs in one transaction.
-func (s *Server) ingest(ctx context.Context, events []CommitEvent) ([]EventResult, error) {
-	results := make([]EventResult, len(events))
-	type tableKey struct{ catalog, namespace, table string }
-	tables := map[tableKey]int64{}
-	req := &ingestRequest{done: make(chan error, 1)}
-	for i, ev := range events {
-		results[i].EventID = ev.EventID
-		k := tableKey{ev.Catalog, string(ev.Namespace), ev.Table}
-		id, seen := tables[k]
-		if !seen {
-			tbl, err := s.cfg.Store.FindTable(ctx, k.catalog, k.namespace, k.table)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-			case err != nil:
-				return nil, err
-			default:
-				id = tbl.ID
-			}
-			tables[k] = id
-		}
-		if id == 0 {
-			results[i].Status = StatusUnknownTable
-			continue
-		}
-		results[i].TableID = id
-		req.events = append(req.events, store.CommitEvent{EventID: ev.EventID, TableID: id, SnapshotID: ev.SnapshotID})
-		req.results = append(req.results, &results[i])
-	}
-	if len(req.events) > 0 {
-		if err := s.batch.submit(ctx, req); err != nil {
-			return nil, err
-		}
-	}
-	for _, res := range results {
-		s.metrics.commitResult(SourceWebhook, res.Status)
-	}
-	return results, nil
 }

@@ -10,8 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/httpapi"
+	"github.com/tms-dev/tms/coordinator/ingress"
 )
 
 func TestCommitEventsNeedAToken(t *testing.T) {
@@ -97,16 +98,16 @@ func TestCommitEventsDuplicateAndCoalesce(t *testing.T) {
 		orders, items := b.tables["db.orders"], b.tables["db.sales.items"]
 
 		res := b.ingest(event("ev-1"))
-		require.Equal(t, []httpapi.EventResult{{EventID: "ev-1", Status: httpapi.StatusEnqueued, TableID: orders.ID}}, res)
+		require.Equal(t, []ingress.EventResult{{EventID: "ev-1", Status: ingress.StatusEnqueued, TableID: orders.ID}}, res)
 		jobs := b.commitJobs()
 		require.Len(t, jobs, 1)
-		require.Equal(t, coordinator.CommitJobKey(orders.ID), jobs[0].TaskKey)
+		require.Equal(t, flow.CommitJobKey(orders.ID), jobs[0].TaskKey)
 		require.Equal(t, now.Add(commitDelay), jobs[0].ExecutionTime, "due after the coalescing delay")
 
 		res = b.ingest(event("ev-1"))
-		require.Equal(t, []httpapi.EventResult{{EventID: "ev-1", Status: httpapi.StatusDuplicate, TableID: orders.ID}}, res)
+		require.Equal(t, []ingress.EventResult{{EventID: "ev-1", Status: ingress.StatusDuplicate, TableID: orders.ID}}, res)
 		res = b.ingest(event("ev-2"))
-		require.Equal(t, httpapi.StatusCoalesced, res[0].Status)
+		require.Equal(t, ingress.StatusCoalesced, res[0].Status)
 		require.Len(t, b.commitJobs(), 1, "a repeat and a second commit make no second job")
 
 		// An array: a multi-level namespace in both spellings, an unknown
@@ -118,17 +119,17 @@ func TestCommitEventsDuplicateAndCoalesce(t *testing.T) {
 			{"catalog":"other","namespace":"db","table":"orders","eventId":"m-2"},
 			{"catalog":"cat","namespace":"db.sales","table":"items","eventId":"i-1"},
 			` + event("ev-2") + `]`)
-		require.Equal(t, []httpapi.EventResult{
-			{EventID: "i-1", Status: httpapi.StatusEnqueued, TableID: items.ID},
-			{EventID: "i-2", Status: httpapi.StatusCoalesced, TableID: items.ID},
-			{EventID: "m-1", Status: httpapi.StatusUnknownTable},
-			{EventID: "m-2", Status: httpapi.StatusUnknownTable},
-			{EventID: "i-1", Status: httpapi.StatusDuplicate, TableID: items.ID},
-			{EventID: "ev-2", Status: httpapi.StatusDuplicate, TableID: orders.ID},
+		require.Equal(t, []ingress.EventResult{
+			{EventID: "i-1", Status: ingress.StatusEnqueued, TableID: items.ID},
+			{EventID: "i-2", Status: ingress.StatusCoalesced, TableID: items.ID},
+			{EventID: "m-1", Status: ingress.StatusUnknownTable},
+			{EventID: "m-2", Status: ingress.StatusUnknownTable},
+			{EventID: "i-1", Status: ingress.StatusDuplicate, TableID: items.ID},
+			{EventID: "ev-2", Status: ingress.StatusDuplicate, TableID: orders.ID},
 		}, res)
 		jobs = b.commitJobs()
 		require.Len(t, jobs, 2)
-		require.ElementsMatch(t, []string{coordinator.CommitJobKey(orders.ID).Instance, coordinator.CommitJobKey(items.ID).Instance},
+		require.ElementsMatch(t, []string{flow.CommitJobKey(orders.ID).Instance, flow.CommitJobKey(items.ID).Instance},
 			[]string{jobs[0].Instance, jobs[1].Instance})
 
 		// An unknown table's event id is not recorded: once the table is
@@ -136,7 +137,7 @@ func TestCommitEventsDuplicateAndCoalesce(t *testing.T) {
 		_, err := b.st.RegisterTable(t.Context(), b.tables["db.orders"].TableRef)
 		require.NoError(t, err)
 		res = b.ingest(`{"catalog":"cat","namespace":"db","table":"orders","eventId":"m-2"}`)
-		require.Equal(t, httpapi.StatusCoalesced, res[0].Status)
+		require.Equal(t, ingress.StatusCoalesced, res[0].Status)
 	})
 }
 
@@ -161,7 +162,7 @@ func TestCommitEventsBurstIsOneJob(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		require.Equal(t, map[string]int{httpapi.StatusEnqueued: 1, httpapi.StatusCoalesced: clients*perClient - 1}, statuses)
+		require.Equal(t, map[string]int{ingress.StatusEnqueued: 1, ingress.StatusCoalesced: clients*perClient - 1}, statuses)
 		require.Len(t, b.commitJobs(), 1)
 	})
 }

@@ -17,8 +17,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/httpapi"
+	"github.com/tms-dev/tms/coordinator/ingress"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -142,11 +143,11 @@ func (b *bundle) post(token, body string) (int, string) {
 
 // ingest posts body with the commit token, expects 202 and returns the
 // results.
-func (b *bundle) ingest(body string) []httpapi.EventResult {
+func (b *bundle) ingest(body string) []ingress.EventResult {
 	b.t.Helper()
 	code, out := b.post(commitToken, body)
 	require.Equal(b.t, http.StatusAccepted, code, out)
-	var resp struct{ Results []httpapi.EventResult }
+	var resp struct{ Results []ingress.EventResult }
 	require.NoError(b.t, json.Unmarshal([]byte(out), &resp))
 	return resp.Results
 }
@@ -159,7 +160,7 @@ func event(id string) string {
 // commitJobs returns the commit-job rows.
 func (b *bundle) commitJobs() []store.Task {
 	b.t.Helper()
-	ts, err := b.sch.ListTasks(context.Background(), coordinator.KindCommitJob, 1000)
+	ts, err := b.sch.ListTasks(context.Background(), flow.KindCommitJob, 1000)
 	require.NoError(b.t, err)
 	return ts
 }
@@ -172,7 +173,7 @@ func (b *bundle) requireNothingRecorded(ids ...string) {
 	require.Empty(b.t, b.commitJobs(), "nothing may be enqueued")
 	for _, id := range ids {
 		res := b.ingest(event(id))
-		require.NotEqual(b.t, httpapi.StatusDuplicate, res[0].Status, "event %q must not have been recorded", id)
+		require.NotEqual(b.t, ingress.StatusDuplicate, res[0].Status, "event %q must not have been recorded", id)
 	}
 }
 

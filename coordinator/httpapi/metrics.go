@@ -13,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/flow"
+	"github.com/tms-dev/tms/coordinator/ingress"
+	"github.com/tms-dev/tms/coordinator/scheduler"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -45,7 +47,7 @@ type MetricsConfig struct {
 
 // Metrics are the coordinator's Prometheus collectors, on a private
 // registry (never the global one). The engine feeds the task metrics
-// through ObserveClaim and ObserveExecution (coordinator.Config's OnClaim
+// through ObserveClaim and ObserveExecution (scheduler.Config's OnClaim
 // and OnExecuted), ingress paths count their events with CommitEnqueued,
 // and AttachEngine/AttachFlow/AttachWatchdog add the engine's own counters,
 // the flow's decisions and the watchdog state.
@@ -60,8 +62,8 @@ type Metrics struct {
 	results    *prometheus.CounterVec
 	rejects    *prometheus.CounterVec
 
-	engine   atomic.Pointer[func() coordinator.Stats]
-	flow     atomic.Pointer[func() coordinator.FlowStats]
+	engine   atomic.Pointer[func() scheduler.Stats]
+	flow     atomic.Pointer[func() flow.FlowStats]
 	watchdog atomic.Pointer[func() error]
 }
 
@@ -116,14 +118,14 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // ObserveClaim counts a claim of kind and its lateness; it fits
-// coordinator.Config.OnClaim.
+// scheduler.Config.OnClaim.
 func (m *Metrics) ObserveClaim(kind string, lateness time.Duration) {
 	m.claims.WithLabelValues(kind).Inc()
 	m.lateness.WithLabelValues(kind).Observe(max(0, lateness).Seconds())
 }
 
 // ObserveExecution counts a handler run; it fits
-// coordinator.Config.OnExecuted.
+// scheduler.Config.OnExecuted.
 func (m *Metrics) ObserveExecution(kind, outcome string) {
 	m.executions.WithLabelValues(kind, outcome).Inc()
 }
@@ -133,15 +135,15 @@ func (m *Metrics) ObserveExecution(kind, outcome string) {
 // existed (coalesced). The catalog watcher and the NOTIFY trigger call it
 // with their own source names.
 func (m *Metrics) CommitEnqueued(source string, created bool) {
-	result := StatusCoalesced
+	result := ingress.StatusCoalesced
 	if created {
-		result = StatusEnqueued
+		result = ingress.StatusEnqueued
 	}
 	m.commitResult(source, result)
 }
 
 // CommitIgnored counts a commit event from source that enqueued nothing:
-// result is StatusDuplicate or StatusUnknownTable.
+// result is ingress.StatusDuplicate or ingress.StatusUnknownTable.
 func (m *Metrics) CommitIgnored(source, result string) { m.commitResult(source, result) }
 
 func (m *Metrics) commitResult(source, result string) {
@@ -153,11 +155,11 @@ func (m *Metrics) rejected(reason string) { m.rejects.WithLabelValues(reason).In
 
 // AttachEngine exposes the engine's own counters (completions written,
 // stale, failed, rescued); pass engine.Stats.
-func (m *Metrics) AttachEngine(stats func() coordinator.Stats) { m.engine.Store(&stats) }
+func (m *Metrics) AttachEngine(stats func() scheduler.Stats) { m.engine.Store(&stats) }
 
 // AttachFlow exposes the flow's decisions (skips by reason, submissions);
 // pass flow.Stats.
-func (m *Metrics) AttachFlow(stats func() coordinator.FlowStats) { m.flow.Store(&stats) }
+func (m *Metrics) AttachFlow(stats func() flow.FlowStats) { m.flow.Store(&stats) }
 
 // AttachWatchdog exposes tms_watchdog_healthy: 1 while healthy returns nil.
 func (m *Metrics) AttachWatchdog(healthy func() error) { m.watchdog.Store(&healthy) }

@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/httpapi"
+	"github.com/tms-dev/tms/coordinator/ingress"
+	"github.com/tms-dev/tms/coordinator/scheduler"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -35,10 +37,10 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		require.Same(t, m, b.srv.Metrics())
 
 		// An engine with one kind: one run succeeds, one fails.
-		eng, err := coordinator.New(b.sch, coordinator.Config{
+		eng, err := scheduler.New(b.sch, scheduler.Config{
 			NodeID: "metrics-node", PollInterval: 20 * time.Millisecond, Log: zaptest.NewLogger(t),
 			OnClaim: m.ObserveClaim, OnExecuted: m.ObserveExecution,
-		}, coordinator.Kind{Name: "probe", MaxFailures: 1, Handler: func(_ context.Context, x *coordinator.Execution) error {
+		}, scheduler.Kind{Name: "probe", MaxFailures: 1, Handler: func(_ context.Context, x *scheduler.Execution) error {
 			if x.Task.Instance == "fail" {
 				return errors.New("boom")
 			}
@@ -47,8 +49,8 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		require.NoError(t, err)
 		m.AttachEngine(eng.Stats)
 		m.AttachWatchdog(func() error { return nil })
-		m.AttachFlow(func() coordinator.FlowStats {
-			return coordinator.FlowStats{Skipped: map[string]int64{"cron-job/cooldown": 2}, Submitted: map[string]int64{"commit-job": 3}}
+		m.AttachFlow(func() flow.FlowStats {
+			return flow.FlowStats{Skipped: map[string]int64{"cron-job/cooldown": 2}, Submitted: map[string]int64{"commit-job": 3}}
 		})
 		ctx, cancel := context.WithCancel(context.Background())
 		ran := make(chan error, 1)
@@ -125,7 +127,7 @@ func TestMetricsWhenTheStoreIsDown(t *testing.T) {
 	b := setup(t, "postgres", nil)
 	b.srv.Metrics().CommitEnqueued("watcher", true)
 	b.srv.Metrics().CommitEnqueued("watcher", false)
-	b.srv.Metrics().CommitIgnored("trigger", httpapi.StatusUnknownTable)
+	b.srv.Metrics().CommitIgnored("trigger", ingress.StatusUnknownTable)
 	require.NoError(t, b.st.Close())
 	body := b.metrics()
 	require.Contains(t, body, "tms_store_up 0\n")

@@ -15,7 +15,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/admin"
+	"github.com/tms-dev/tms/coordinator/submit"
 	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
@@ -25,7 +26,7 @@ import (
 // authentication: the Server mounts them behind its token check. They
 // trust nothing else: bodies are at most MaxResourceBodyBytes, unknown JSON
 // fields and unknown query parameters are refused, and every bad value is a
-// 400 naming the field. Policy operations go through coordinator.PolicyOps,
+// 400 naming the field. Policy operations go through admin.PolicyOps,
 // the same code as `tms-coordinator policy …`, so the API validates and
 // answers like the CLI and keeps policy-expand rows in step the same way.
 //
@@ -49,7 +50,7 @@ type ResourcesConfig struct {
 	Store store.Store
 	// Submitter cancels jobs (POST /v1/jobs/{id}/cancel). Required: the
 	// one serve submits with.
-	Submitter coordinator.Submitter
+	Submitter submit.Submitter
 	// Log receives failures of the database and cancellations. Defaults to
 	// a no-op logger.
 	Log *zap.Logger
@@ -59,15 +60,15 @@ type ResourcesConfig struct {
 	// Catalogs, if set, are the configured catalogs: an attachment to
 	// another catalog is refused (400 naming it) and policy documents mark
 	// each attachment's catalogConfigured.
-	Catalogs coordinator.CatalogSet
+	Catalogs admin.CatalogSet
 }
 
 // resources serves the /v1 resources.
 type resources struct {
 	st      store.Store
-	ops     *coordinator.PolicyOps
+	ops     *admin.PolicyOps
 	ledger  store.LedgerQueries
-	sub     coordinator.Submitter
+	sub     submit.Submitter
 	log     *zap.Logger
 	now     func() time.Time
 	handler http.Handler
@@ -88,7 +89,7 @@ func NewResources(cfg ResourcesConfig) (http.Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	ops, err := coordinator.NewPolicyOps(cfg.Store, cfg.Now)
+	ops, err := admin.NewPolicyOps(cfg.Store, cfg.Now)
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
@@ -156,7 +157,7 @@ func badRequest(format string, args ...any) error {
 // database are logged and answered 500 without their detail.
 func (rs *resources) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var he *httpError
-	var ie *coordinator.InputError
+	var ie *admin.InputError
 	var pe *policy.Error
 	switch {
 	case errors.As(err, &he):

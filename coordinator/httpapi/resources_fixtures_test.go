@@ -14,8 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/httpapi"
+	"github.com/tms-dev/tms/coordinator/submit"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -33,20 +34,20 @@ type fakeSubmitter struct {
 	queued map[string]bool
 }
 
-func (f *fakeSubmitter) Submit(context.Context, coordinator.JobRequest) (string, error) {
+func (f *fakeSubmitter) Submit(context.Context, submit.JobRequest) (string, error) {
 	return "", errors.New("fake submitter: Submit is not used by the resources")
 }
 
-func (f *fakeSubmitter) Status(_ context.Context, id string) (coordinator.JobStatus, error) {
+func (f *fakeSubmitter) Status(_ context.Context, id string) (submit.JobStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if queued, ok := f.queued[id]; ok {
 		if queued {
-			return coordinator.JobStatus{State: coordinator.JobQueued, ExitCode: -1}, nil
+			return submit.JobStatus{State: submit.JobQueued, ExitCode: -1}, nil
 		}
-		return coordinator.JobStatus{State: coordinator.JobCancelled, ExitCode: -1, Message: "cancelled before it started"}, nil
+		return submit.JobStatus{State: submit.JobCancelled, ExitCode: -1, Message: "cancelled before it started"}, nil
 	}
-	return coordinator.JobStatus{State: coordinator.JobUnknown, ExitCode: -1}, nil
+	return submit.JobStatus{State: submit.JobUnknown, ExitCode: -1}, nil
 }
 
 func (f *fakeSubmitter) Cancel(_ context.Context, id string) error {
@@ -58,7 +59,7 @@ func (f *fakeSubmitter) Cancel(_ context.Context, id string) error {
 	}
 	err, ok := f.known[id]
 	if !ok {
-		return fmt.Errorf("%w: %s", coordinator.ErrUnknownJob, id)
+		return fmt.Errorf("%w: %s", submit.ErrUnknownJob, id)
 	}
 	return err
 }
@@ -126,7 +127,7 @@ func (b *resBundle) refuse(code int, method, path, body, want string) {
 // expandRows returns the policy-expand rows.
 func (b *resBundle) expandRows() []store.Task {
 	b.t.Helper()
-	ts, err := b.sch.ListTasks(context.Background(), coordinator.KindPolicyExpand, 100)
+	ts, err := b.sch.ListTasks(context.Background(), flow.KindPolicyExpand, 100)
 	require.NoError(b.t, err)
 	return ts
 }

@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/submit"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -225,7 +225,7 @@ func (rs *resources) cancelJob(w http.ResponseWriter, r *http.Request) {
 	reason := "cancelled over the HTTP API before it was submitted"
 	if j.JobID != "" {
 		err = rs.sub.Cancel(ctx, j.JobID)
-		if errors.Is(err, coordinator.ErrUnknownJob) {
+		if errors.Is(err, submit.ErrUnknownJob) {
 			reason = fmt.Sprintf("cancelled over the HTTP API; this coordinator's submitter does not know job %s, so the row was fenced out", j.JobID)
 			err = nil
 		} else if err != nil {

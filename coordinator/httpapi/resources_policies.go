@@ -4,23 +4,23 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/admin"
 	"github.com/tms-dev/tms/policy"
 )
 
 // This file is /v1/policies: the routes of `tms-coordinator policy …`
-// over coordinator.PolicyOps.
+// over admin.PolicyOps.
 
 // objectNames are the JSON fields and query parameters ParseObject's
 // errors name.
-var objectNames = coordinator.ObjectNames{Object: "object", Level: "level"}
+var objectNames = admin.ObjectNames{Object: "object", Level: "level"}
 
 // policyFields are PolicySpec's JSON fields, for unknown-field messages.
 const policyFields = "name, comment, policyType, enabled, content"
 
 // policyList is GET /v1/policies.
 type policyList struct {
-	Policies []coordinator.PolicyDoc `json:"policies"`
+	Policies []admin.PolicyDoc `json:"policies"`
 }
 
 func (rs *resources) listPolicies(w http.ResponseWriter, r *http.Request) {
@@ -49,7 +49,7 @@ func (rs *resources) createPolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/v1/policies/"+p.Name)
-	writeJSON(w, http.StatusCreated, coordinator.PolicyDocOf(p, nil))
+	writeJSON(w, http.StatusCreated, admin.PolicyDocOf(p, nil))
 }
 
 func (rs *resources) getPolicy(w http.ResponseWriter, r *http.Request) {
@@ -112,7 +112,7 @@ func (rs *resources) alterPolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if u.Content != nil || u.Comment != nil {
-		if _, err := rs.ops.Alter(ctx, name, coordinator.PolicyAlter{Content: u.Content, Comment: u.Comment}); err != nil {
+		if _, err := rs.ops.Alter(ctx, name, admin.PolicyAlter{Content: u.Content, Comment: u.Comment}); err != nil {
 			rs.fail(w, r, err)
 			return
 		}
@@ -141,14 +141,14 @@ func (rs *resources) deletePolicy(w http.ResponseWriter, r *http.Request) {
 		rs.fail(w, r, err)
 		return
 	}
-	jsonOK(w, coordinator.PolicyDocOf(p, nil))
+	jsonOK(w, admin.PolicyDocOf(p, nil))
 }
 
 // enabledResult answers enable and disable: the policy, and whether this
 // call changed it.
 type enabledResult struct {
-	Policy  coordinator.PolicyDoc `json:"policy"`
-	Changed bool                  `json:"changed"`
+	Policy  admin.PolicyDoc `json:"policy"`
+	Changed bool            `json:"changed"`
 }
 
 func (rs *resources) setEnabled(enabled bool) http.HandlerFunc {
@@ -162,7 +162,7 @@ func (rs *resources) setEnabled(enabled bool) http.HandlerFunc {
 			rs.fail(w, r, err)
 			return
 		}
-		jsonOK(w, enabledResult{Policy: coordinator.PolicyDocOf(p, nil), Changed: changed})
+		jsonOK(w, enabledResult{Policy: admin.PolicyDocOf(p, nil), Changed: changed})
 	}
 }
 
@@ -181,7 +181,7 @@ func (rs *resources) attach(w http.ResponseWriter, r *http.Request) {
 		rs.fail(w, r, err)
 		return
 	}
-	obj, err := coordinator.ParseObject(body.Object, body.Level, objectNames)
+	obj, err := admin.ParseObject(body.Object, body.Level, objectNames)
 	if err != nil {
 		rs.fail(w, r, err)
 		return
@@ -195,7 +195,7 @@ func (rs *resources) attach(w http.ResponseWriter, r *http.Request) {
 	if created {
 		code = http.StatusCreated
 	}
-	writeJSON(w, code, coordinator.AttachmentDocOf(a))
+	writeJSON(w, code, admin.AttachmentDocOf(a))
 }
 
 // detach is DELETE /v1/policies/{name}/attachments/{object}[?level=…].
@@ -205,7 +205,7 @@ func (rs *resources) detach(w http.ResponseWriter, r *http.Request) {
 		rs.fail(w, r, err)
 		return
 	}
-	obj, err := coordinator.ParseObject(r.PathValue("object"), q.Get("level"), objectNames)
+	obj, err := admin.ParseObject(r.PathValue("object"), q.Get("level"), objectNames)
 	if err != nil {
 		rs.fail(w, r, err)
 		return
@@ -215,7 +215,7 @@ func (rs *resources) detach(w http.ResponseWriter, r *http.Request) {
 		rs.fail(w, r, err)
 		return
 	}
-	jsonOK(w, coordinator.AttachmentDocOf(a))
+	jsonOK(w, admin.AttachmentDocOf(a))
 }
 
 // effectivePolicies is GET /v1/tables/{table}/effective-policies, table
@@ -225,7 +225,7 @@ func (rs *resources) effectivePolicies(w http.ResponseWriter, r *http.Request) {
 		rs.fail(w, r, err)
 		return
 	}
-	table, err := coordinator.ParseTableName(r.PathValue("table"), "table")
+	table, err := admin.ParseTableName(r.PathValue("table"), "table")
 	if err != nil {
 		rs.fail(w, r, err)
 		return

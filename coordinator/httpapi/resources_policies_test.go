@@ -9,7 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/admin"
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/httpapi"
 	"github.com/tms-dev/tms/policy"
 )
@@ -34,20 +35,20 @@ func TestPolicyRoutes(t *testing.T) {
 		require.JSONEq(t, `{"schedule": {"onCommit": true, "crontab": "0 3 * * *", "timezone": "Europe/Berlin"}, "minDataFileMse": 1000}`, string(p.Content))
 		rows := b.expandRows()
 		require.Len(t, rows, 1)
-		require.Equal(t, coordinator.ExpandKey(p.ID), rows[0].TaskKey)
+		require.Equal(t, flow.ExpandKey(p.ID), rows[0].TaskKey)
 		berlin, err := time.LoadLocation("Europe/Berlin")
 		require.NoError(t, err)
 		require.Equal(t, time.Date(2030, 6, 2, 3, 0, 0, 0, berlin).UTC(), rows[0].ExecutionTime, "the crontab's next instant after the clock")
 
 		// The same policy made the CLI's way (PolicyOps, which `policy
 		// create` runs) gets the same row.
-		ops, err := coordinator.NewPolicyOps(b.st, func() time.Time { return resNow })
+		ops, err := admin.NewPolicyOps(b.st, func() time.Time { return resNow })
 		require.NoError(t, err)
 		on := true
 		spec := policy.Document{Name: "compact-cli", PolicyType: "compaction", Enabled: &on, Content: p.Content}
 		viaCLI, err := ops.Create(t.Context(), spec)
 		require.NoError(t, err)
-		cliRow, err := b.sch.GetTask(context.Background(), coordinator.ExpandKey(viaCLI.ID))
+		cliRow, err := b.sch.GetTask(context.Background(), flow.ExpandKey(viaCLI.ID))
 		require.NoError(t, err)
 		require.Equal(t, rows[0].ExecutionTime, cliRow.ExecutionTime)
 		require.JSONEq(t, string(rows[0].Data), string(cliRow.Data))

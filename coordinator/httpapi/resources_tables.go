@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/admin"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -182,7 +182,7 @@ func (rs *resources) findTable(ctx context.Context, field, s string) (store.Tabl
 		}
 		return rs.st.GetTable(ctx, id)
 	}
-	name, err := coordinator.ParseTableName(s, field)
+	name, err := admin.ParseTableName(s, field)
 	if err != nil {
 		return store.Table{}, err
 	}

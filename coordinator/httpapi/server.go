@@ -22,7 +22,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/tms-dev/tms/coordinator"
+	"github.com/tms-dev/tms/coordinator/ingress"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -66,7 +66,7 @@ type Config struct {
 	Metrics *Metrics
 	// CommitDelay is how long after an event the table's commit-job becomes
 	// due, so a burst of commits coalesces into one job. Defaults to
-	// coordinator.DefaultCommitDelay; negative means due at once.
+	// flow.DefaultCommitDelay; negative means due at once.
 	CommitDelay time.Duration
 	// OnCommitJobDue, if set, is called after a transaction upserted
 	// commit-jobs, with the time they fall due, so this node's commit pool
@@ -88,7 +88,7 @@ type Config struct {
 // Server is the coordinator's HTTP server. Create it with New.
 type Server struct {
 	cfg                 Config
-	batch               *batcher
+	webhook             *ingress.Webhook
 	admin, read, commit token
 	metrics             *Metrics
 	handler             http.Handler
@@ -99,12 +99,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("%w: httpapi: a store is required", store.ErrInvalidArgument)
 	}
-	sch, err := store.TasksOf(cfg.Store)
+	webhook, err := ingress.NewWebhook(ingress.WebhookConfig{Store: cfg.Store, CommitDelay: cfg.CommitDelay, OnCommitJobDue: cfg.OnCommitJobDue, Now: cfg.Now})
 	if err != nil {
 		return nil, err
 	}
 	cfg.Listen = cmp.Or(cfg.Listen, DefaultListen)
-	cfg.CommitDelay = cmp.Or(cfg.CommitDelay, coordinator.DefaultCommitDelay)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
 	cfg.ReadyTimeout = cmp.Or(cfg.ReadyTimeout, DefaultReadyTimeout)
 	if cfg.ShutdownTimeout < 0 || cfg.ReadyTimeout < 0 {
@@ -121,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, batch: &batcher{sch: sch, now: cfg.Now, delay: cfg.CommitDelay, onDue: cfg.OnCommitJobDue}, admin: newToken(cfg.AdminToken), read: newToken(cfg.ReadToken),
+	s := &Server{cfg: cfg, webhook: webhook, admin: newToken(cfg.AdminToken), read: newToken(cfg.ReadToken),
 		commit: newToken(cfg.CommitToken), metrics: cfg.Metrics}
 	s.handler = s.routes()
 	return s, nil

@@ -1,0 +1,90 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// liveness runs every HeartbeatInterval until ctx ends: it writes the node's
+// heartbeat, heartbeats the running claims (cancelling the callbacks of
+// claims it lost), and runs the rescuer. It is also the watchdog: when the
+// node heartbeat has not been written for WatchdogTimeout it reports
+// ErrWatchdog to Run and returns. Each write is bounded by one heartbeat
+// interval, so a hung database is noticed within WatchdogTimeout plus one
+// interval.
+func (e *Engine) liveness(ctx context.Context) {
+	cfg := e.cfg
+	lastOK := cfg.Clock.Now()
+	for {
+		wait, stop := cfg.Clock.After(cfg.HeartbeatInterval)
+		select {
+		case <-ctx.Done():
+			stop()
+			return
+		case <-wait:
+		}
+		now := cfg.Clock.Now()
+		if err := e.heartbeat(ctx, now); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			since := cfg.Clock.Now().Sub(lastOK)
+			e.beatErr.Store(&beatFailure{since: lastOK, err: err})
+			e.log.Warn("node heartbeat failed", zap.Duration("sinceLastHeartbeat", since), zap.Error(err))
+			if since >= cfg.WatchdogTimeout {
+				e.fatal <- fmt.Errorf("%w: last written %s ago (watchdogTimeout %s): %w", ErrWatchdog, since.Round(time.Millisecond), cfg.WatchdogTimeout, err)
+				return
+			}
+			continue
+		}
+		lastOK = now
+		e.beatErr.Store(nil)
+		e.rescue(ctx, now)
+	}
+}
+
+// heartbeat writes the node row and the running claims' heartbeats.
+func (e *Engine) heartbeat(ctx context.Context, now time.Time) error {
+	hctx, cancel := context.WithTimeout(ctx, e.cfg.HeartbeatInterval)
+	defer cancel()
+	if err := e.sch.HeartbeatNode(hctx, e.cfg.NodeID, now); err != nil {
+		// A row removed by an operator is recreated; anything else counts
+		// as a missed heartbeat.
+		if rerr := e.sch.RegisterNode(hctx, e.cfg.NodeID, now); rerr != nil {
+			return err
+		}
+	}
+	claims := e.runningClaims()
+	if len(claims) == 0 {
+		return nil
+	}
+	lost, err := e.sch.HeartbeatTasks(hctx, e.cfg.NodeID, claims, now)
+	if err != nil {
+		e.log.Warn("claim heartbeat failed", zap.Error(err))
+		return nil // the node row was written; the claims retry next interval
+	}
+	e.dropClaims(lost)
+	return nil
+}
+
+// rescue revives claims whose holder stopped heartbeating and wakes the
+// pools that run them. Every node runs it; the store makes concurrent
+// rescues revive each row once.
+func (e *Engine) rescue(ctx context.Context, now time.Time) {
+	rctx, cancel := context.WithTimeout(ctx, e.cfg.HeartbeatInterval)
+	defer cancel()
+	revived, err := e.sch.RescueTasks(rctx, now.Add(-e.cfg.staleAfter()))
+	if err != nil {
+		e.log.Warn("rescue failed", zap.Error(err))
+		return
+	}
+	e.stats.rescued.Add(int64(len(revived)))
+	for _, t := range revived {
+		e.log.Warn("revived a claim whose holder stopped heartbeating",
+			zap.Stringer("task", t.TaskKey), zap.Int64("version", t.Version))
+		e.wake(t.Name)
+	}
+}
