@@ -97,13 +97,13 @@ bench: dbcheck build $(WEED) $(WEED_TOUCH) ## Benchmarks: sampler vs PlanFiles, 
 	  out=$$(cd $(RIVER_BASELINE) && $(GO) run . -db "$(TMS_TEST_DATABASE_URL)" -schema river_bench -jobs $(BENCH_TASKS) -nodes 2 -workers 8) && echo "$$out" && \
 	  river=$$(echo "$$out" | tail -1 | cut -d= -f2) && \
 	  awk -v t="$$tms" -v r="$$river" 'BEGIN { printf "tms_vs_river_ratio=%.2f\n", t / r }'
-	$(GO) test -run '^$$' -bench 'Expand100k|CommitEnqueue50k' -benchtime 1x -timeout 30m ./coordinator/
+	$(GO) test -run '^$$' -bench 'Expand100k|CommitEnqueue50k' -benchtime 1x -timeout 30m ./coordinator/flow/
 	@# Commit ingress: webhook events/s with 64 clients; commit → claim latency with NOTIFY, then with 10 s polling.
 	$(GO) test -run '^$$' -bench WebhookIngest -benchtime 20000x -timeout 10m ./coordinator/httpapi/
-	$(GO) test -run '^$$' -bench CommitToClaimNotify -benchtime 500x -timeout 10m ./coordinator/
-	$(GO) test -run '^$$' -bench CommitToClaimPoll10s -benchtime 12x -timeout 10m ./coordinator/
+	$(GO) test -run '^$$' -bench CommitToClaimNotify -benchtime 500x -timeout 10m ./coordinator/ingress/
+	$(GO) test -run '^$$' -bench CommitToClaimPoll10s -benchtime 12x -timeout 10m ./coordinator/ingress/
 	@# 1,000 tables × 4 policies due at one instant on 2 nodes: delay from the instant to each job's start.
-	$(GO) test -run '^$$' -bench CollidingPolicies1000x4 -benchtime 1x -timeout 20m ./coordinator/
+	$(GO) test -run '^$$' -bench CollidingPolicies1000x4 -benchtime 1x -timeout 20m ./coordinator/flow/
 	$(GO) test -run '^$$' -bench 'Compaction200x10k|PartitionedGroups' -benchtime 4x -timeout 30m ./chain/
 	$(GO) test -run '^$$' -bench OrphanPlanning -benchtime 4x -timeout 30m ./chain/
 	@# Pre-commit verifier and faithful-read footer check as shares of compaction time (200×10k: see Compaction200x10k above).

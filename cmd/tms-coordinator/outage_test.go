@@ -24,12 +24,15 @@ import (
 // supervisor restarts `serve` whenever it exits, as systemd or Kubernetes
 // would, until stopped.
 type supervisor struct {
-	mu    sync.Mutex
-	cur   *exec.Cmd
-	exits []int
-	logs  []string
-	stop  chan struct{}
-	done  chan struct{}
+	mu  sync.Mutex
+	cur *exec.Cmd
+	// running is true from cur's start until its Wait returned (cur's
+	// ProcessState is written by Wait without the lock).
+	running bool
+	exits   []int
+	logs    []string
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 func supervise(t *testing.T, args ...string) *supervisor {
@@ -54,7 +57,7 @@ func supervise(t *testing.T, args ...string) *supervisor {
 				return
 			}
 			s.mu.Lock()
-			s.cur, s.logs = cmd, append(s.logs, logFile)
+			s.cur, s.running, s.logs = cmd, true, append(s.logs, logFile)
 			s.mu.Unlock()
 			err = cmd.Wait()
 			f.Close()
@@ -64,6 +67,7 @@ func supervise(t *testing.T, args ...string) *supervisor {
 				code = ee.ExitCode()
 			}
 			s.mu.Lock()
+			s.running = false
 			s.exits = append(s.exits, code)
 			s.mu.Unlock()
 			select {
@@ -89,7 +93,7 @@ func supervise(t *testing.T, args ...string) *supervisor {
 func (s *supervisor) pid() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cur == nil || s.cur.ProcessState != nil {
+	if s.cur == nil || !s.running {
 		return 0
 	}
 	return s.cur.Process.Pid
@@ -110,7 +114,7 @@ func (s *supervisor) shutdown() {
 	}
 	close(s.stop)
 	s.mu.Lock()
-	if s.cur != nil && s.cur.ProcessState == nil {
+	if s.running {
 		_ = s.cur.Process.Signal(os.Interrupt)
 	}
 	s.mu.Unlock()
@@ -118,7 +122,9 @@ func (s *supervisor) shutdown() {
 	case <-s.done:
 	case <-time.After(60 * time.Second):
 		s.mu.Lock()
-		_ = s.cur.Process.Kill()
+		if s.running {
+			_ = s.cur.Process.Kill()
+		}
 		s.mu.Unlock()
 		<-s.done
 	}
