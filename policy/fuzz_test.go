@@ -17,7 +17,7 @@ import (
 var fuzzTypes = []policy.Type{policy.Compaction, policy.ManifestRewrite, policy.SnapshotExpiry, policy.OrphanCleanup}
 
 // FuzzPolicyContent: any content either parses or is refused with a
-// *PolicyError naming a field under "content"; never a panic.
+// *policy.Error naming a field under "content"; never a panic.
 func FuzzPolicyContent(f *testing.F) {
 	for i, c := range []string{
 		`{"schedule": {"crontab": "0 3 * * *", "timezone": "Europe/Berlin"}, "minIntervalMs": 3600000}`,

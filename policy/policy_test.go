@@ -19,7 +19,7 @@ func requireFieldError(t *testing.T, err error, field string, msgAndArgs ...any)
 	t.Helper()
 	require.Error(t, err, msgAndArgs...)
 	var pe *policy.Error
-	require.True(t, errors.As(err, &pe), "want a *PolicyError, got %T: %v", err, err)
+	require.True(t, errors.As(err, &pe), "want a *policy.Error, got %T: %v", err, err)
 	require.Equal(t, field, pe.Field, msgAndArgs...)
 	require.ErrorIs(t, err, policy.ErrInvalid)
 	require.True(t, strings.HasPrefix(err.Error(), field+": "), "message %q starts with the field", err.Error())

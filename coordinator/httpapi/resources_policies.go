@@ -15,7 +15,7 @@ import (
 // errors name.
 var objectNames = admin.ObjectNames{Object: "object", Level: "level"}
 
-// policyFields are PolicySpec's JSON fields, for unknown-field messages.
+// policyFields are policy.Document's JSON fields, for unknown-field messages.
 const policyFields = "name, comment, policyType, enabled, content"
 
 // policyList is GET /v1/policies.

@@ -75,7 +75,7 @@ func TestLocalSubmitRunsJob(t *testing.T) {
 			require.Contains(t, log, fmt.Sprintf("--job-id %d --fence %d", j.ID, j.Fence))
 			require.Contains(t, log, "compaction", "the runner's report")
 			require.Contains(t, log, "chain starting", "the runner's info log")
-			require.Contains(t, log, id+": succeeded (exit coordtest.Status 0)")
+			require.Contains(t, log, id+": succeeded (exit status 0)")
 			if secret != "" {
 				require.NotContains(t, log, secret, "the password is not in argv, so not in the start line")
 				require.NotContains(t, log, " --db ")
@@ -116,7 +116,7 @@ exec %[2]s "$@"
 	req := coordtest.Request(l, j)
 	req.CatalogProps = map[string]string{"uri": uri, "token": token}
 	req.JobOptions = map[string]string{"executor-memory": "1g"}
-	require.NotContains(t, fmt.Sprint(req), token, "a printed coordtest.Request leaves the props out")
+	require.NotContains(t, fmt.Sprint(req), token, "a printed request leaves the props out")
 	require.NotContains(t, fmt.Sprintf("%#v", req), token)
 
 	id, err := s.Submit(t.Context(), req)
@@ -213,7 +213,7 @@ exit $code
 }
 
 // TestLocalSubmitExitCodes checks how the runner's exit code becomes a
-// coordtest.Status an operator can act on: a runner fenced out (the reconciler bumped
+// status an operator can act on: a runner fenced out (the reconciler bumped
 // the fence) is failed with Fenced and exit 4, leaving the row as it was;
 // a job that fails is failed with exit 1 and the runner's one-line reason.
 func TestLocalSubmitExitCodes(t *testing.T) {
@@ -252,7 +252,7 @@ func TestLocalSubmitExitCodes(t *testing.T) {
 	require.Contains(t, got.Error, "no catalog.db")
 
 	// Launching the finished job again: the runner refuses (fenced), and
-	// the coordtest.Status quotes this launch, not the earlier one in the same log.
+	// the status quotes this launch, not the earlier one in the same log.
 	againID, err := s.Submit(t.Context(), coordtest.Request(l, failing))
 	require.NoError(t, err)
 	require.NotEqual(t, failingID, againID)
@@ -332,7 +332,7 @@ func TestLocalSubmitClose(t *testing.T) {
 }
 
 // TestLocalSubmitConfig checks the errors an operator gets for a bad
-// install or coordtest.Request before anything runs.
+// install or request before anything runs.
 func TestLocalSubmitConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
