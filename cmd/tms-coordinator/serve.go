@@ -88,6 +88,7 @@ func runServe(ctx context.Context, env cli.Env) error {
 		expandThreads, cronThreads, commitThread int
 		poll, heartbeat, reconcileEv             time.Duration
 		minIntervals                             []string
+		sf                                       submitterFlags
 	)
 	ff.register(fs)
 	var (
@@ -105,6 +106,7 @@ func runServe(ctx context.Context, env cli.Env) error {
 	fs.IntVar(&maxRunning, "max-running", 4, "runners running at once on this node")
 	fs.StringVar(&logDir, "log-dir", "./tms-logs", "folder of the per-job runner logs")
 	fs.StringVar(&nodeID, "node-id", "", "this node's id (default: host-pid-random)")
+	sf.register(fs)
 	fs.IntVar(&expandBatch, "expand-batch", flow.DefaultEnqueueBatchSize, "cron-job rows one policy-expand pick enqueues (expand.enqueueBatchSize)")
 	fs.DurationVar(&poll, "poll-interval", scheduler.DefaultPollInterval, "how often idle pools look for due tasks")
 	fs.DurationVar(&heartbeat, "heartbeat-interval", scheduler.DefaultHeartbeatInterval, "node and claim heartbeat interval")
@@ -138,6 +140,15 @@ func runServe(ctx context.Context, env cli.Env) error {
 	if err != nil {
 		return err
 	}
+	sub, err := sf.submitter(submit.LocalConfig{RunnerPath: runnerPath, MaxRunning: maxRunning, LogDir: logDir, Log: env.Log})
+	if err != nil {
+		return cli.UsageError{Err: err}
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_ = sub.Close(cctx)
+	}()
 	if _, err := store.Migrate(ctx, ff.db, env.Log); err != nil {
 		return classify(err)
 	}
@@ -150,15 +161,6 @@ func runServe(ctx context.Context, env cli.Env) error {
 	if err != nil {
 		return err
 	}
-	sub, err := submit.NewLocalSubmitter(submit.LocalConfig{RunnerPath: runnerPath, MaxRunning: maxRunning, LogDir: logDir, Log: env.Log})
-	if err != nil {
-		return cli.UsageError{Err: err}
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		_ = sub.Close(cctx)
-	}()
 	fl, err := flow.NewFlow(st, sub, flow.FlowConfig{DBURL: ff.db, Catalogs: cats, EnqueueBatchSize: expandBatch,
 		MinInterval: cooldowns, CommitDelay: ff.commitDelay, Log: env.Log})
 	if err != nil {

@@ -434,7 +434,7 @@ func (f *Flow) start(ctx context.Context, x *scheduler.Execution, kind string, t
 	defer cancel()
 	ident := tbl.Catalog + "." + spec.Table
 	ext, err := f.sub.Submit(ctx, submit.JobRequest{JobID: job.ID, Fence: job.Fence, DBURL: f.cfg.DBURL, Table: ident,
-		CatalogProps: cat.Secrets, JobOptions: opts})
+		Types: spec.ChainTypes(), CatalogProps: cat.Secrets, JobOptions: opts})
 	if err != nil {
 		f.cfg.Log.Error("submit failed; closing the job row", zap.Int64("job", job.ID), zap.String("table", ident), zap.Error(err))
 		ferr := f.st.FinishJob(ctx, job.ID, job.Fence, store.Finish{Status: store.StatusFailed, Error: "submit: " + err.Error()})

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tms-dev/tms/policy"
 )
 
 // Errors of Submitter implementations.
@@ -75,6 +77,9 @@ type JobRequest struct {
 	// runner.EnvPropPrefix) or a secret store, never through arguments, the
 	// ledger or a log. Keys are spelled as iceberg-go spells them.
 	CatalogProps map[string]string
+	// Types are the maintenance types the row runs, in chain order (the
+	// row's spec has them too), for backends that name jobs by them.
+	Types []policy.Type
 	// JobOptions are the policy's non-sensitive jobOptions (resources,
 	// queue, …) for backends that have a use for them (a Gravitino jobConf,
 	// a command template). The local submitter ignores them.
