@@ -48,9 +48,7 @@ func parseTemplate(name string, argv []string, allowed []string) (argvTemplate, 
 		return argvTemplate{}, fmt.Errorf("%w: %s command: empty; want a JSON array of argv strings, program first", ErrInvalidJobRequest, name)
 	}
 	for i, a := range argv {
-		rest := placeholderRE.ReplaceAllStringFunc(a, func(m string) string {
-			return ""
-		})
+		rest := placeholderRE.ReplaceAllString(a, "")
 		if strings.Contains(rest, "{{") || strings.Contains(rest, "}}") {
 			return argvTemplate{}, fmt.Errorf("%w: %s command: argument %d (%q): unbalanced {{ }}", ErrInvalidJobRequest, name, i, a)
 		}
@@ -80,15 +78,13 @@ func (t argvTemplate) render(values map[string]string) []string {
 // whole URL in its environment (TMS_DB), never in its arguments.
 func jobValues(req JobRequest) map[string]string {
 	catalog, table, _ := strings.Cut(req.Table, ".")
-	types := make([]policy.Type, len(req.Types))
-	copy(types, req.Types)
 	return map[string]string{
 		PlaceholderJobID:           fmt.Sprint(req.JobID),
 		PlaceholderFence:           fmt.Sprint(req.Fence),
 		PlaceholderLedgerURL:       redactURL(req.DBURL),
 		PlaceholderCatalogName:     catalog,
 		PlaceholderTableIdentifier: table,
-		PlaceholderTypes:           policy.JoinTypes(types),
+		PlaceholderTypes:           policy.JoinTypes(req.Types),
 	}
 }
 
