@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -102,13 +103,15 @@ func (s *CommandSubmitter) Submit(ctx context.Context, req JobRequest) (string, 
 	if err != nil {
 		return "", err
 	}
+	// What the command printed goes into errors, and so into the row's
+	// error and the logs: a credential it echoed is masked there.
 	out, err := s.run(ctx, s.submit, jobValues(req), env)
 	if err != nil {
-		return "", err
+		return "", errors.New(maskSecrets(err.Error(), req))
 	}
 	m := s.id.FindSubmatch(out)
 	if m == nil || len(bytes.TrimSpace(m[1])) == 0 {
-		return "", fmt.Errorf("submit command printed no external id (idRegex %q): %s", s.id, tailLine(out))
+		return "", fmt.Errorf("submit command printed no external id (idRegex %q): %s", s.id, maskSecrets(tailLine(out), req))
 	}
 	id := string(bytes.TrimSpace(m[1]))
 	s.cfg.Log.Info("job submitted", zap.String("submitter", "command"), zap.Int64("job", req.JobID),
@@ -195,6 +198,26 @@ func (s *CommandSubmitter) jobEnv(req JobRequest) ([]string, error) {
 		env = append(env, jobspec.EnvPropPrefix+k+"="+v)
 	}
 	return env, nil
+}
+
+// maskSecrets replaces every credential of req (catalog property values,
+// the ledger URL's password) in msg by ***.
+func maskSecrets(msg string, req JobRequest) string {
+	secrets := make([]string, 0, len(req.CatalogProps)+1)
+	for _, v := range req.CatalogProps {
+		secrets = append(secrets, v)
+	}
+	if u, err := url.Parse(req.DBURL); err == nil {
+		if pw, ok := u.User.Password(); ok {
+			secrets = append(secrets, pw)
+		}
+	}
+	for _, v := range secrets {
+		if len(v) >= 4 {
+			msg = strings.ReplaceAll(msg, v, "***")
+		}
+	}
+	return msg
 }
 
 // tailLine is the last non-empty line of b, at most 200 bytes, for errors.

@@ -126,12 +126,23 @@ func TestCommandSubmitID(t *testing.T) {
 		"fails":    {`echo "cluster says no" >&2; exit 2`, "cluster says no", 0},
 		"hangs":    {`exec sleep 30`, "deadline exceeded", 200 * time.Millisecond},
 		"two ids?": {`echo "a b"`, "printed no external id", 0},
+		"echoes":   {`echo "oops: token=$TMS_CATALOG_PROP_token" >&2; exit 1`, "oops: token=***", 0},
 	} {
 		s := commandSubmitter(t, submit.CommandConfig{Submit: []string{coordtest.WriteScript(t, tc.body)}, Status: []string{"true"},
 			Cancel: []string{"true"}, Timeout: tc.timeout})
+		secret := coordtest.SecretValue()
+		req := req
+		req.CatalogProps = map[string]string{"token": secret}
 		_, err := s.Submit(t.Context(), req)
 		require.ErrorContains(t, err, tc.want, name)
+		require.NotContains(t, err.Error(), secret, "%s: an echoed credential is masked", name)
 	}
+	// The ledger password too.
+	s = commandSubmitter(t, submit.CommandConfig{Submit: []string{coordtest.WriteScript(t, `echo "db is $TMS_DB"`)},
+		Status: []string{"true"}, Cancel: []string{"true"}})
+	req.DBURL = "postgres://u:hunter2-pw@db/ledger"
+	_, err = s.Submit(t.Context(), req)
+	require.ErrorContains(t, err, "db is postgres://u:***@db/ledger")
 }
 
 // TestCommandConfigErrors: templates are checked when the submitter is
