@@ -139,6 +139,21 @@ func (s *sqlStore) fail(op string, err error) error {
 	return s.b.wrap(op, err)
 }
 
+// eachRow hands every row of rows (pgx.Rows or *sql.Rows) to each,
+// stopping at the first error; the caller closes rows.
+func eachRow(rows interface {
+	scanner
+	Next() bool
+	Err() error
+}, each func(row scanner) error) error {
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // collect runs a query on q and scans every row with scan. No rows is an
 // empty, non-nil slice.
 func collect[T any](ctx context.Context, q dbQ, scan func(scanner) (T, error), text string, args ...any) ([]T, error) {

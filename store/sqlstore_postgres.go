@@ -126,12 +126,7 @@ func (q pgQ) query(ctx context.Context, each func(row scanner) error, text strin
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		if err := each(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return eachRow(rows, each)
 }
 
 // exec runs Exec and returns its command tag's row count.

@@ -107,12 +107,7 @@ func (q sqliteQ) query(ctx context.Context, each func(row scanner) error, text s
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		if err := each(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return eachRow(rows, each)
 }
 
 // exec runs ExecContext and returns its result's row count.

@@ -1,0 +1,129 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/policy"
+	"github.com/tms-dev/tms/store"
+)
+
+// ---- commit-job ----
+
+// EnqueueCommit upserts the table's commit-job, due after the commit delay;
+// a burst of commits coalesces into one row. eng must run the flow's kinds.
+func (f *Flow) EnqueueCommit(ctx context.Context, eng *scheduler.Engine, tableID int64) error {
+	_, err := f.UpsertCommit(ctx, eng, tableID)
+	return err
+}
+
+// UpsertCommit is EnqueueCommit that also reports whether a new row was
+// made (false: the commit coalesced into a pending row), and that wakes
+// this node's commit pool when the row falls due after the commit delay
+// instead of at its next poll.
+func (f *Flow) UpsertCommit(ctx context.Context, eng *scheduler.Engine, tableID int64) (created bool, err error) {
+	at := eng.Clock().Now().Add(max(0, f.cfg.CommitDelay))
+	created, err = eng.Upsert(ctx, store.NewTask{TaskKey: CommitJobKey(tableID), ExecutionTime: at})
+	if err == nil && f.cfg.CommitDelay > 0 {
+		eng.WakeAt(KindCommitJob, at)
+	}
+	return created, err
+}
+
+// commitJob runs the table's onCommit types as one chain.
+func (f *Flow) commitJob(ctx context.Context, x *scheduler.Execution) error {
+	tableID, err := strconv.ParseInt(x.Task.Instance, 10, 64)
+	if err != nil {
+		f.skip(KindCommitJob, "bad instance")
+		return x.Complete(ctx, nil)
+	}
+	if busy, err := f.busy(ctx, tableID); err != nil || busy {
+		if err != nil {
+			return err
+		}
+		return f.deferBusy(ctx, x, KindCommitJob, tableID, zap.Int64("table", tableID))
+	}
+	tbl, err := f.liveTable(ctx, tableID)
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, errSuperseded) {
+		f.skip(KindCommitJob, "table gone", zap.Int64("table", tableID), zap.Error(err))
+		return x.Complete(ctx, nil)
+	}
+	if err != nil {
+		return err
+	}
+	eff, err := f.pol.EffectivePolicies(ctx, tbl.Catalog, tbl.Namespace, tbl.Name)
+	if err != nil {
+		return err
+	}
+	owed, err := owedTypes(x.Task.Data)
+	if err != nil {
+		f.cfg.Log.Warn("commit-job: unreadable task data; running every onCommit type", zap.Int64("table", tableID), zap.Error(err))
+	}
+	var types []gated
+	for _, e := range eff {
+		t, ok := policy.MaintenanceTypeOf(e.Policy.Type)
+		if !ok || !e.Policy.Enabled || (owed != nil && !slices.Contains(owed, t)) {
+			continue
+		}
+		c, err := policy.ParseContent(t, e.Policy.Content)
+		if err != nil || !c.Schedule.OnCommit {
+			continue
+		}
+		types = append(types, gated{e.Policy, c})
+	}
+	if len(types) == 0 {
+		f.skip(KindCommitJob, "no onCommit policy", zap.Int64("table", tableID))
+		return x.Complete(ctx, nil)
+	}
+	slices.SortFunc(types, func(a, b gated) int { return policy.Rank(a.c.Type) - policy.Rank(b.c.Type) })
+	v, err := f.gate(ctx, tableID, types, x.Now())
+	if err != nil {
+		return err
+	}
+	field := zap.Int64("table", tableID)
+	switch {
+	case len(v.run) == 0:
+		return f.deferUntil(ctx, x, KindCommitJob, "cooldown", v.until, owedData(v.cooling), field)
+	case len(v.cooling) > 0:
+		// The types inside their cooldown are owed this commit too: the
+		// row stays, due when the first cooldown ends, for those only.
+		x.NextAt(v.until)
+		x.NextData(owedData(v.cooling))
+	}
+	return f.start(ctx, x, KindCommitJob, tbl, v.run, store.TriggerCommit)
+}
+
+// commitOwed is a commit-job's task data: the maintenance types a commit
+// still owes after some of them ran (the others were inside their
+// cooldown). No data means every onCommit type; a new commit resets the
+// row to that.
+type commitOwed struct {
+	Types []policy.Type `json:"types"`
+}
+
+func owedData(gs []gated) []byte {
+	var o commitOwed
+	for _, g := range gs {
+		o.Types = append(o.Types, g.c.Type)
+	}
+	b, _ := json.Marshal(o) // a struct of strings always marshals
+	return b
+}
+
+// owedTypes reads a commit-job's task data; nil means every type.
+func owedTypes(data []byte) ([]policy.Type, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	var o commitOwed
+	if err := json.Unmarshal(data, &o); err != nil {
+		return nil, err
+	}
+	return o.Types, nil
+}

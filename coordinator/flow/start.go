@@ -1,0 +1,105 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/coordinator/submit"
+	"github.com/tms-dev/tms/jobspec"
+	"github.com/tms-dev/tms/store"
+)
+
+// This file turns a gated run into a job: its ledger row, its spec and its
+// submission.
+
+// start inserts the ledger row and completes the claim in one transaction,
+// then submits the job and records its external id. A table that got a job
+// in flight since the gate (another node won the race the partial unique
+// index decides) defers the row instead. A submit that fails closes the
+// row failed: the task is gone, the next trigger tries again.
+func (f *Flow) start(ctx context.Context, x *scheduler.Execution, kind string, tbl store.Table, types []gated, trig store.Trigger) error {
+	cat, ok := f.catalogs[tbl.Catalog]
+	if !ok {
+		f.skip(kind, "unknown catalog", zap.String("catalog", tbl.Catalog))
+		return x.Complete(ctx, nil)
+	}
+	spec := jobspec.Spec{
+		Catalog: jobspec.CatalogSpec{WarehouseDir: cat.WarehouseDir},
+		Table:   tbl.Namespace + "." + tbl.Name,
+	}
+	if cat.WarehouseDir == "" {
+		spec.Catalog = jobspec.CatalogSpec{Name: cat.Name, Properties: cat.Properties}
+	}
+	var names []string
+	opts := map[string]string{}
+	for _, g := range types {
+		spec.Steps = append(spec.Steps, jobspec.StepSpec{Type: g.c.Type, Policy: g.p.Content})
+		names = append(names, string(g.c.Type))
+		mergeJobOptions(opts, g.c.JobOptions)
+	}
+	rawSpec, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	var job store.Job
+	err = x.Complete(ctx, func(ctx context.Context, tx store.TxWriter) error {
+		job, err = tx.CreateJob(ctx, store.NewJob{TableID: tbl.ID, PolicyID: types[0].p.ID, Types: names, Trigger: trig,
+			Spec: rawSpec, Node: x.Node()})
+		return err
+	})
+	if errors.Is(err, store.ErrInFlight) {
+		return f.deferBusy(ctx, x, kind, tbl.ID, zap.Int64("table", tbl.ID), zap.Int64("policy", types[0].p.ID))
+	}
+	if err != nil {
+		return err
+	}
+	// The claim is settled: the task row is gone, and the engine cancels a
+	// callback whose row is gone at its next heartbeat. The ledger row
+	// exists now and must get its job, so what follows runs on its own
+	// deadline instead of the claim's context.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
+	defer cancel()
+	ident := tbl.Catalog + "." + spec.Table
+	ext, err := f.sub.Submit(ctx, submit.JobRequest{JobID: job.ID, Fence: job.Fence, DBURL: f.cfg.DBURL, Table: ident,
+		Types: spec.ChainTypes(), CatalogProps: cat.Secrets, JobOptions: opts})
+	if err != nil {
+		f.cfg.Log.Error("submit failed; closing the job row", zap.Int64("job", job.ID), zap.String("table", ident), zap.Error(err))
+		ferr := f.st.FinishJob(ctx, job.ID, job.Fence, store.Finish{Status: store.StatusFailed, Error: "submit: " + err.Error()})
+		return errors.Join(fmt.Errorf("submit job %d: %w", job.ID, err), ferr)
+	}
+	f.mu.Lock()
+	f.runs[kind]++
+	f.mu.Unlock()
+	f.cfg.Log.Info("job submitted", zap.String("kind", kind), zap.Int64("job", job.ID), zap.String("table", ident),
+		zap.Strings("types", names), zap.String("external_job_id", ext))
+	// The runner may already have started: a stale fence here only means
+	// the row moved on, and the external id is then not needed.
+	if err := f.st.SetJobID(ctx, job.ID, job.Fence, ext); err != nil && !errors.Is(err, store.ErrStaleFence) {
+		return fmt.Errorf("record external job id of job %d: %w", job.ID, err)
+	}
+	return nil
+}
+
+// mergeJobOptions merges src into dst: a key both have keeps the larger
+// value when both are numbers (resources: memory, cores, executors), else
+// the first value.
+func mergeJobOptions(dst, src map[string]string) {
+	for k, v := range src {
+		old, ok := dst[k]
+		if !ok {
+			dst[k] = v
+			continue
+		}
+		a, errA := strconv.ParseFloat(old, 64)
+		b, errB := strconv.ParseFloat(v, 64)
+		if errA == nil && errB == nil && b > a {
+			dst[k] = v
+		}
+	}
+}
