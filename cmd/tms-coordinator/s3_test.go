@@ -163,6 +163,12 @@ func TestServeOnS3RESTCatalog(t *testing.T) {
 	_, before = head()
 	compacted(row, 2, before, 2+2)
 	require.Contains(t, n.logText(t), "catalog watcher: commit seen; commit-job enqueued")
+	// The compaction's own commit (a replace snapshot) is seen and is not
+	// turned into a third job, although minIntervalMs is 0.
+	eventually(t, time.Minute, "the watcher to see the compaction's commit", func() bool { return strings.Contains(n.logText(t), `"nodata": 1`) })
+	jobs, err := st.ListJobs(ctx, row.ID, 10)
+	require.NoError(t, err)
+	require.Len(t, jobs, 2, "TMS's own commit enqueued no job")
 	n.stop(t)
 	logs = append(logs, n.logText(t))
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
@@ -23,8 +24,8 @@ import (
 
 // This file is the catalog watcher: the commit ingress for catalogs that
 // cannot call out (no webhook, no trigger). It polls the tables that have
-// an onCommit policy in effect and turns a changed metadata location into
-// a commit-job.
+// an onCommit policy in effect and turns a commit that changed data into a
+// commit-job.
 
 // Watcher defaults.
 const (
@@ -61,7 +62,11 @@ type WatcherConfig struct {
 // effect (an enabled policy with schedule.onCommit that governs the table,
 // see store.Policies.TablesForPolicy) for each table's current metadata
 // location, and enqueues the table's commit-job when it changed since the
-// last poll. The first sight of a table only records its location.
+// last poll with a commit that changed data: a move made only of replace
+// snapshots (compactions and manifest rewrites, TMS's own among them) or
+// of metadata changes (expiry, properties) enqueues nothing, so TMS's own
+// commits do not turn into a second job. The first sight of a table only
+// records its location.
 //
 // What it has seen lives in memory: a restarted coordinator re-primes on
 // its first poll, so a commit made while no watcher ran is not turned into
@@ -77,7 +82,14 @@ type Watcher struct {
 	pollMu sync.Mutex // one poll at a time
 
 	mu   sync.Mutex
-	seen map[int64]string // table id → metadata location at the last poll
+	seen map[int64]seenState // table id → what the last poll saw
+}
+
+// seenState is what a poll saw of a table: its metadata location and its
+// main branch's current snapshot (0: none).
+type seenState struct {
+	location string
+	snapshot int64
 }
 
 // NewWatcher returns a watcher over the flow's catalogs and policies that
@@ -100,7 +112,7 @@ func NewWatcher(f *flow.Flow, eng *scheduler.Engine, cfg WatcherConfig) (*Watche
 	if cfg.Log == nil {
 		cfg.Log = f.Log()
 	}
-	return &Watcher{f: f, eng: eng, cfg: cfg, seen: map[int64]string{}}, nil
+	return &Watcher{f: f, eng: eng, cfg: cfg, seen: map[int64]seenState{}}, nil
 }
 
 // WatchReport says what one Poll did.
@@ -110,9 +122,14 @@ type WatchReport struct {
 	// Primed counts tables seen for the first time: their location was
 	// recorded, nothing enqueued.
 	Primed int
-	// Enqueued counts tables whose metadata location changed: their
+	// Enqueued counts tables with a new commit that changed data: their
 	// commit-job was enqueued.
 	Enqueued int
+	// NoData counts tables whose metadata moved without a commit that
+	// changed data: only replace snapshots (compactions and manifest
+	// rewrites, TMS's own included) or no new snapshot at all (snapshot
+	// expiry, properties, schema). Nothing was enqueued.
+	NoData int
 	// Gone counts tables the catalog no longer has.
 	Gone int
 	// Recreated counts tables whose table-uuid changed: their new
@@ -192,6 +209,8 @@ func (w *Watcher) Poll(ctx context.Context) (WatchReport, error) {
 					rep.Primed++
 				case watchEnqueued:
 					rep.Enqueued++
+				case watchNoData:
+					rep.NoData++
 				case watchGone:
 					rep.Gone++
 				case watchRecreated:
@@ -209,9 +228,9 @@ func (w *Watcher) Poll(ctx context.Context) (WatchReport, error) {
 			zap.String("catalog", catName), zap.Int("tables", f.tables), zap.Error(f.first))
 	}
 	w.forget(tables)
-	if rep.Enqueued > 0 || rep.Failed > 0 || rep.Primed > 0 || rep.Recreated > 0 { // primed: a table newly watched
+	if rep.Enqueued > 0 || rep.NoData > 0 || rep.Failed > 0 || rep.Primed > 0 || rep.Recreated > 0 { // primed: a table newly watched
 		w.cfg.Log.Info("catalog watcher polled", zap.Int("tables", rep.Tables), zap.Int("primed", rep.Primed),
-			zap.Int("enqueued", rep.Enqueued), zap.Int("gone", rep.Gone), zap.Int("recreated", rep.Recreated), zap.Int("failed", rep.Failed))
+			zap.Int("enqueued", rep.Enqueued), zap.Int("nodata", rep.NoData), zap.Int("gone", rep.Gone), zap.Int("recreated", rep.Recreated), zap.Int("failed", rep.Failed))
 	}
 	return rep, ctx.Err()
 }
@@ -222,13 +241,15 @@ const (
 	watchUnchanged watchOutcome = iota
 	watchPrimed
 	watchEnqueued
+	watchNoData
 	watchGone
 	watchFailed
 	watchRecreated
 )
 
 // check loads one table and compares its metadata location with the last
-// one seen, enqueueing its commit-job when it moved.
+// one seen; when it moved with a commit that changed data (see
+// changedData), the table's commit-job is enqueued.
 func (w *Watcher) check(ctx context.Context, cat catalog.Catalog, t store.Table) (watchOutcome, error) {
 	ident := append(strings.Split(t.Namespace, "."), t.Name)
 	tbl, err := cat.LoadTable(ctx, ident)
@@ -260,39 +281,79 @@ func (w *Watcher) check(ctx context.Context, cat catalog.Catalog, t store.Table)
 		w.mu.Unlock()
 		return watchRecreated, nil
 	}
-	loc := tbl.MetadataLocation()
+	now := seenState{location: tbl.MetadataLocation()}
+	if s := tbl.CurrentSnapshot(); s != nil {
+		now.snapshot = s.SnapshotID
+	}
 	w.mu.Lock()
 	last, known := w.seen[t.ID]
 	w.mu.Unlock()
 	switch {
 	case !known:
-		w.remember(t.ID, loc)
+		w.remember(t.ID, now)
 		return watchPrimed, nil
-	case last == loc:
+	case last.location == now.location:
 		return watchUnchanged, nil
+	case !changedData(tbl.Metadata(), last.snapshot):
+		w.remember(t.ID, now)
+		w.cfg.Log.Debug("catalog watcher: metadata moved without a data change (replace or metadata-only commits); nothing enqueued",
+			zap.Int64("table", t.ID), zap.String("name", t.Catalog+"."+t.Namespace+"."+t.Name), zap.Int64("snapshot", now.snapshot))
+		return watchNoData, nil
 	}
 	created, err := w.f.UpsertCommit(ctx, w.eng, t.ID)
 	if err != nil {
 		// The old location stays: the next poll sees the change again.
 		return watchFailed, fmt.Errorf("enqueue the commit-job of table %d: %w", t.ID, err)
 	}
-	w.remember(t.ID, loc)
-	var snap int64
-	if s := tbl.CurrentSnapshot(); s != nil {
-		snap = s.SnapshotID
-	}
+	w.remember(t.ID, now)
 	w.cfg.Log.Info("catalog watcher: commit seen; commit-job enqueued", zap.Int64("table", t.ID),
-		zap.String("name", t.Catalog+"."+t.Namespace+"."+t.Name), zap.Int64("snapshot", snap), zap.Bool("created", created))
+		zap.String("name", t.Catalog+"."+t.Namespace+"."+t.Name), zap.Int64("snapshot", now.snapshot), zap.Bool("created", created))
 	if w.cfg.OnEnqueue != nil {
 		w.cfg.OnEnqueue(created)
 	}
 	return watchEnqueued, nil
 }
 
-func (w *Watcher) remember(id int64, loc string) {
+func (w *Watcher) remember(id int64, st seenState) {
 	w.mu.Lock()
-	w.seen[id] = loc
+	w.seen[id] = st
 	w.mu.Unlock()
+}
+
+// maxDataWalk bounds how many snapshots changedData walks back from the
+// current one; a longer run of new snapshots counts as a data change.
+const maxDataWalk = 10000
+
+// changedData says whether the main branch's snapshots committed since
+// snapshot last (0: the table had none) changed table data: whether one of
+// them, walking back from the current snapshot along parent ids to last,
+// has an operation other than replace (append, overwrite, delete, or none
+// recorded). A replace snapshot rewrites files without changing data (the
+// spec's meaning): a compaction or manifest rewrite, TMS's own or another
+// engine's, owes the table no onCommit maintenance, and turning TMS's own
+// commits into commit-jobs would run a second, empty job after every
+// compaction. An unchanged current snapshot (expiry, a property or schema
+// change) changed no data either. When the walk does not reach last (a
+// rollback or a branch reset to other history, last expired, or more than
+// maxDataWalk snapshots), it answers true: unknown history is maintained.
+func changedData(meta table.Metadata, last int64) bool {
+	cur := meta.CurrentSnapshot()
+	if cur == nil {
+		return false // every snapshot removed: no data to maintain
+	}
+	for s, n := cur, 0; s != nil && n < maxDataWalk; n++ {
+		if s.SnapshotID == last {
+			return false
+		}
+		if s.Summary == nil || s.Summary.Operation != table.OpReplace {
+			return true
+		}
+		if s.ParentSnapshotID == nil {
+			return last != 0 // the walk reached the root without meeting last
+		}
+		s = meta.SnapshotByID(*s.ParentSnapshotID)
+	}
+	return true
 }
 
 // forget drops what was seen of tables no longer watched, so a table

@@ -189,6 +189,45 @@ func TestWatcherTurnsACommitIntoOneCommitJob(t *testing.T) {
 	}
 }
 
+// TestWatcherIgnoresCommitsThatChangeNoData: a manifest rewrite (a replace
+// snapshot, as TMS's own compactions and manifest rewrites commit) and a
+// property change move the metadata location without changing data, so
+// they enqueue nothing; an append after them does, and so does an append
+// followed by a replace before the same poll.
+func TestWatcherIgnoresCommitsThatChangeNoData(t *testing.T) {
+	t.Parallel()
+	b := setupWatch(t, store.BackendSQLite)
+	ctx := t.Context()
+	b.watched = appendRow(t, appendRow(t, b.watched))
+	require.Equal(t, 1, b.poll(t).Primed)
+
+	rewrite := func() {
+		t.Helper()
+		txn := b.watched.NewTransaction()
+		res, err := txn.RewriteManifests(ctx)
+		require.NoError(t, err)
+		require.False(t, res.IsNoOp(), "two manifests to merge")
+		b.watched, err = txn.Commit(ctx)
+		require.NoError(t, err)
+		require.Equal(t, table.OpReplace, b.watched.CurrentSnapshot().Summary.Operation)
+	}
+	rewrite()
+	require.Equal(t, ingress.WatchReport{Tables: 2, NoData: 1, Failed: 1}, b.poll(t), "a replace snapshot changes no data")
+	txn := b.watched.NewTransaction()
+	require.NoError(t, txn.SetProperties(iceberg.Properties{"owner": "ops"}))
+	var err error
+	b.watched, err = txn.Commit(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ingress.WatchReport{Tables: 2, NoData: 1, Failed: 1}, b.poll(t), "a property change changes no data")
+	require.Zero(t, commitJobs(t, b.st))
+	require.Zero(t, b.enqueued.Load())
+
+	b.watched = appendRow(t, b.watched)
+	rewrite() // the append is behind the replace, and still seen
+	require.Equal(t, ingress.WatchReport{Tables: 2, Enqueued: 1, Failed: 1}, b.poll(t))
+	require.Equal(t, 1, commitJobs(t, b.st))
+}
+
 // TestWatcherRegistersARecreatedTable: a watched table dropped and
 // recreated under its name has a new table-uuid; the watcher registers the
 // new table as a new row (the old row stays), primes it at the next poll
