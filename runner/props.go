@@ -3,17 +3,48 @@ package runner
 import (
 	"bufio"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 
 	"github.com/apache/iceberg-go"
 
+	"github.com/tms-dev/tms/internal/secretref"
 	"github.com/tms-dev/tms/jobspec"
 )
 
 // EnvPropPrefix is jobspec.EnvPropPrefix: TMS_CATALOG_PROP_<KEY>=VALUE
 // overlays catalog property KEY.
 const EnvPropPrefix = jobspec.EnvPropPrefix
+
+// EnvSecretRefs is the environment variable of `tms-runner run
+// --catalog-secret-refs`: catalog property → secret reference (env:NAME or
+// file:PATH) in URL query form (s3.secret-access-key=file%3A%2Frun%2Fs3&…),
+// resolved where the runner runs. It is how a job started through Gravitino
+// gets its catalog credentials without them ever being in the job's conf.
+const EnvSecretRefs = "TMS_CATALOG_SECRET_REFS"
+
+// ResolveSecretRefs parses refs (URL query form, see EnvSecretRefs) and
+// resolves each reference. Errors name the property, never a resolved
+// value.
+func ResolveSecretRefs(refs string) (iceberg.Properties, error) {
+	q, err := url.ParseQuery(refs)
+	if err != nil {
+		return nil, fmt.Errorf("catalog secret refs: want property=env:NAME or property=file:PATH pairs joined by & (URL query form): %v", err)
+	}
+	out := iceberg.Properties{}
+	for k, refs := range q {
+		if k == "" || len(refs) != 1 {
+			return nil, fmt.Errorf("catalog secret refs: property %q: want one reference", k)
+		}
+		v, err := secretref.Resolve(refs[0])
+		if err != nil {
+			return nil, fmt.Errorf("catalog secret refs: property %s: %w", k, err)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
 
 // CatalogPropsFromEnv returns the catalog properties named by
 // TMS_CATALOG_PROP_<KEY> variables in environ (os.Environ() form). Entries

@@ -107,7 +107,10 @@ func TestServeCommandSubmitterBadConfig(t *testing.T) {
 			"submit command: argument 1: unknown placeholder {{jobid}}"},
 		{[]string{"--job-submitter", "command", "--submit-command", `["x"]`, "--status-command", `["x"]`}, "--cancel-command is required"},
 		{[]string{"--job-submitter", "command", "--submit-command", `x y`, "--status-command", `["x"]`, "--cancel-command", `["x"]`}, "--submit-command: want a JSON array"},
-		{[]string{"--job-submitter", "gravitino"}, `unknown submitter "gravitino"`},
+		{[]string{"--job-submitter", "yarn"}, `unknown submitter "yarn"`},
+		{[]string{"--job-submitter", "gravitino", "--gravitino-metalake", "m", "--gravitino-job-template", "t"}, "jobSubmitter.gravitino.uri is required"},
+		{[]string{"--job-submitter", "gravitino", "--gravitino-uri", "ftp://x", "--gravitino-metalake", "m", "--gravitino-job-template", "t"}, `jobSubmitter.gravitino.uri "ftp://x": want http(s)://host:port`},
+		{[]string{"--gravitino-uri", "http://g:8090"}, "--gravitino-uri is for --job-submitter gravitino, not local"},
 		{[]string{"--submit-command", `["x"]`}, "--submit-command is for --job-submitter command"},
 	} {
 		code, _, stderr := run(t, append([]string{"serve", "--db", db}, tc.args...)...)

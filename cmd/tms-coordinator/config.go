@@ -15,6 +15,7 @@ import (
 
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/coordinator/flow"
+	"github.com/tms-dev/tms/coordinator/submit"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/internal/secretref"
 	"github.com/tms-dev/tms/policy"
@@ -34,36 +35,39 @@ const configPrefix = "gravitino.maintenance."
 // configFlags maps the file's keys to serve's flags. Keys ending in Ms take
 // milliseconds and set a duration flag.
 var configFlags = map[string]string{
-	"db":                                  "db",
-	"warehouseDir":                        "warehouse-dir",
-	"node.id":                             "node-id",
-	"runner.path":                         "runner",
-	"jobSubmitter.local.maxRunning":       "max-running",
-	"jobSubmitter.local.logDir":           "log-dir",
-	"jobSubmitter.type":                   "job-submitter",
-	"jobSubmitter.command.submit":         "submit-command",
-	"jobSubmitter.command.status":         "status-command",
-	"jobSubmitter.command.cancel":         "cancel-command",
-	"jobSubmitter.command.idRegex":        "submit-id-regex",
-	"expand.enqueueBatchSize":             "expand-batch",
-	"scheduler.pollIntervalMs":            "poll-interval",
-	"scheduler.heartbeatIntervalMs":       "heartbeat-interval",
-	"reconciler.intervalMs":               "reconcile-interval",
-	"commit.coalesceDelayMs":              "commit-delay",
-	"http.listen":                         "listen",
-	"http.commitToken":                    "commit-token",
-	"http.adminToken":                     "admin-token",
-	"http.readToken":                      "read-token",
-	"watcher.intervalMs":                  "watch-interval",
-	"watcher.concurrency":                 "watch-concurrency",
-	"catalogNotify.enabled":               "catalog-notify",
-	"scheduler.expand.threads":            "expand-threads",
-	"scheduler.cron.threads":              "cron-threads",
-	"scheduler.commit.threads":            "commit-threads",
-	"task.compaction.minIntervalMs":       "",
-	"task.manifest-rewrite.minIntervalMs": "",
-	"task.snapshot-expiry.minIntervalMs":  "",
-	"task.orphan-cleanup.minIntervalMs":   "",
+	"db":                                     "db",
+	"warehouseDir":                           "warehouse-dir",
+	"node.id":                                "node-id",
+	"runner.path":                            "runner",
+	"jobSubmitter.local.maxRunning":          "max-running",
+	"jobSubmitter.local.logDir":              "log-dir",
+	"jobSubmitter.type":                      "job-submitter",
+	"jobSubmitter.command.submit":            "submit-command",
+	"jobSubmitter.command.status":            "status-command",
+	"jobSubmitter.command.cancel":            "cancel-command",
+	"jobSubmitter.command.idRegex":           "submit-id-regex",
+	"jobSubmitter.gravitino.uri":             "gravitino-uri",
+	"jobSubmitter.gravitino.metalake":        "gravitino-metalake",
+	"jobSubmitter.gravitino.jobTemplateName": "gravitino-job-template",
+	"expand.enqueueBatchSize":                "expand-batch",
+	"scheduler.pollIntervalMs":               "poll-interval",
+	"scheduler.heartbeatIntervalMs":          "heartbeat-interval",
+	"reconciler.intervalMs":                  "reconcile-interval",
+	"commit.coalesceDelayMs":                 "commit-delay",
+	"http.listen":                            "listen",
+	"http.commitToken":                       "commit-token",
+	"http.adminToken":                        "admin-token",
+	"http.readToken":                         "read-token",
+	"watcher.intervalMs":                     "watch-interval",
+	"watcher.concurrency":                    "watch-concurrency",
+	"catalogNotify.enabled":                  "catalog-notify",
+	"scheduler.expand.threads":               "expand-threads",
+	"scheduler.cron.threads":                 "cron-threads",
+	"scheduler.commit.threads":               "commit-threads",
+	"task.compaction.minIntervalMs":          "",
+	"task.manifest-rewrite.minIntervalMs":    "",
+	"task.snapshot-expiry.minIntervalMs":     "",
+	"task.orphan-cleanup.minIntervalMs":      "",
 }
 
 // fileConfig is what a configuration file says beyond serve's flags.
@@ -72,7 +76,7 @@ type fileConfig struct {
 	minInterval map[string]time.Duration // maintenance type → cooldown
 	catalogs    map[string]map[string]string
 	ircAuth     map[string]string // catalog client credential property → reference
-	gravitino   map[string]string // control-plane credential → reference
+	gravitino   map[string]string // gravitinoAuth key → value (credentials: a reference)
 }
 
 // readConfigFile parses path; every error names the file, the line and the
@@ -185,8 +189,15 @@ func (c *fileConfig) set(key, v string) error {
 		if prop == "" {
 			return fmt.Errorf("want %s%s.PROPERTY", configPrefix, group)
 		}
-		if !strings.HasPrefix(v, "env:") && !strings.HasPrefix(v, "file:") {
+		// Every ircAuth key is a credential; of gravitinoAuth, the
+		// credential-shaped ones (password, oauthCredential), while
+		// authType, user, oauth2ServerUri and oauthScope are plain values.
+		secret := group == "ircAuth" || policy.IsCredentialKey(prop)
+		if secret && !strings.HasPrefix(v, "env:") && !strings.HasPrefix(v, "file:") {
 			return fmt.Errorf("a credential must be a reference, env:NAME or file:PATH, never the secret itself")
+		}
+		if group == "gravitinoAuth" && !slices.Contains(gravitinoAuthKeys, prop) {
+			return fmt.Errorf("unknown gravitinoAuth key %q (known: %s)", prop, strings.Join(gravitinoAuthKeys, ", "))
 		}
 		if group == "ircAuth" {
 			c.ircAuth[prop] = v
@@ -267,10 +278,8 @@ func (c *fileConfig) catalogConfigs() ([]flow.CatalogConfig, error) {
 		}
 		secrets[k] = v
 	}
-	for k, ref := range c.gravitino {
-		if _, err := secretref.Resolve(ref); err != nil {
-			return nil, cli.Usagef("config key %sgravitinoAuth.%s: %v", configPrefix, k, err)
-		}
+	if _, err := c.gravitinoAuth(); err != nil {
+		return nil, err
 	}
 	var out []flow.CatalogConfig
 	for _, name := range slices.Sorted(maps.Keys(c.catalogs)) {
@@ -288,6 +297,30 @@ func (c *fileConfig) catalogConfigs() ([]flow.CatalogConfig, error) {
 		return nil, cli.Usagef("config: ircAuth.* is set but no catalog with properties is configured (%scatalog.NAME.uri = …)", configPrefix)
 	}
 	return out, nil
+}
+
+// gravitinoAuthKeys are the keys of gravitinoAuth.*.
+var gravitinoAuthKeys = []string{"authType", "user", "password", "oauth2ServerUri", "oauthTokenPath", "oauthCredential", "oauthScope"}
+
+// gravitinoAuth returns the file's gravitinoAuth.* with its references
+// resolved; an error names the key.
+func (c *fileConfig) gravitinoAuth() (submit.GravitinoAuth, error) {
+	var a submit.GravitinoAuth
+	if c == nil {
+		return a, nil
+	}
+	fields := map[string]*string{"authType": &a.Type, "user": &a.User, "password": &a.Password, "oauth2ServerUri": &a.OAuth2ServerURI,
+		"oauthTokenPath": &a.OAuth2TokenPath, "oauthCredential": &a.OAuthCredential, "oauthScope": &a.OAuthScope}
+	for k, v := range c.gravitino {
+		if policy.IsCredentialKey(k) {
+			var err error
+			if v, err = secretref.Resolve(v); err != nil {
+				return a, cli.Usagef("config key %sgravitinoAuth.%s: %v", configPrefix, k, err)
+			}
+		}
+		*fields[k] = v
+	}
+	return a, nil
 }
 
 // minIntervalsByType returns task.<type>.minIntervalMs from the file,

@@ -140,7 +140,7 @@ func runServe(ctx context.Context, env cli.Env) error {
 	if err != nil {
 		return err
 	}
-	sub, err := sf.submitter(submit.LocalConfig{RunnerPath: runnerPath, MaxRunning: maxRunning, LogDir: logDir, Log: env.Log})
+	sub, err := sf.submitter(submit.LocalConfig{RunnerPath: runnerPath, MaxRunning: maxRunning, LogDir: logDir, Log: env.Log}, file)
 	if err != nil {
 		return cli.UsageError{Err: err}
 	}
@@ -157,6 +157,9 @@ func runServe(ctx context.Context, env cli.Env) error {
 		return classify(err)
 	}
 	defer st.Close()
+	if g, ok := sub.(*submit.GravitinoSubmitter); ok {
+		g.SetClaimed(claimedBy(st))
+	}
 	sch, err := store.TasksOf(st)
 	if err != nil {
 		return err

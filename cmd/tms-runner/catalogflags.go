@@ -32,7 +32,7 @@ func (c *catalogFlags) register(fs *pflag.FlagSet) {
 // overlay returns the secret catalog properties of the environment
 // (TMS_CATALOG_PROP_*) and --catalog-props-file, the file winning.
 func (c *catalogFlags) overlay() (iceberg.Properties, error) {
-	return catalogOverlay(c.propsFile)
+	return catalogOverlay(c.propsFile, "")
 }
 
 // open opens the catalog the flags name, --catalog-prop properties with the

@@ -24,12 +24,14 @@ func runRun(ctx context.Context, env cli.Env) error {
 		jobID     int64
 		fence     int64
 		propsFile string
+		refs      string
 		asJSON    bool
 	)
 	fs.StringVar(&db, "db", os.Getenv("TMS_DB"), "ledger URL: postgres://… or sqlite://PATH (env TMS_DB; required)")
 	fs.Int64Var(&jobID, "job-id", 0, "job row id (table_maintenance_job.id; required)")
 	fs.Int64Var(&fence, "fence", 0, "the job row's fence when the job was submitted (required)")
 	fs.StringVar(&propsFile, "catalog-props-file", "", "file of key=value catalog properties (credentials) overlaid onto the spec's; wins over TMS_CATALOG_PROP_<KEY>")
+	fs.StringVar(&refs, "catalog-secret-refs", os.Getenv(runner.EnvSecretRefs), `catalog property → env:NAME or file:PATH in URL query form (s3.secret-access-key=file%3A%2Frun%2Fs3&…), resolved here and overlaid onto the spec's (env `+runner.EnvSecretRefs+`; what the gravitino submitter's {{catalog_secret_refs}} holds); wins over TMS_CATALOG_PROP_<KEY>, loses to --catalog-props-file`)
 	fs.BoolVar(&asJSON, "json", false, "print the chain report as JSON instead of a table")
 	if err := cli.Parse(fs, env.Args); err != nil {
 		return err
@@ -42,7 +44,7 @@ func runRun(ctx context.Context, env cli.Env) error {
 	case fence <= 0:
 		return cli.Usagef("--fence must be positive, got %d", fence)
 	}
-	overlay, err := catalogOverlay(propsFile)
+	overlay, err := catalogOverlay(propsFile, refs)
 	if err != nil {
 		return err
 	}
@@ -68,9 +70,19 @@ func runRun(ctx context.Context, env cli.Env) error {
 }
 
 // catalogOverlay collects the catalog properties that come from outside the
-// spec: TMS_CATALOG_PROP_<KEY> variables, then the props file (which wins).
-func catalogOverlay(propsFile string) (iceberg.Properties, error) {
+// spec: TMS_CATALOG_PROP_<KEY> variables, then the secret references
+// resolved, then the props file (which wins).
+func catalogOverlay(propsFile, refs string) (iceberg.Properties, error) {
 	overlay := runner.CatalogPropsFromEnv(os.Environ())
+	if refs != "" {
+		resolved, err := runner.ResolveSecretRefs(refs)
+		if err != nil {
+			return nil, cli.UsageError{Err: err}
+		}
+		for k, v := range resolved {
+			overlay[k] = v
+		}
+	}
 	if propsFile == "" {
 		return overlay, nil
 	}

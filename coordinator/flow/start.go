@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -87,8 +89,9 @@ func (f *Flow) start(ctx context.Context, x *scheduler.Execution, kind string, t
 }
 
 // mergeJobOptions merges src into dst: a key both have keeps the larger
-// value when both are numbers (resources: memory, cores, executors), else
-// the first value.
+// value when both are amounts of the same kind (plain numbers: cores,
+// executors; or sizes with Spark's suffixes: 4g, 512m, 1.5t), else the
+// first value.
 func mergeJobOptions(dst, src map[string]string) {
 	for k, v := range src {
 		old, ok := dst[k]
@@ -96,10 +99,31 @@ func mergeJobOptions(dst, src map[string]string) {
 			dst[k] = v
 			continue
 		}
-		a, errA := strconv.ParseFloat(old, 64)
-		b, errB := strconv.ParseFloat(v, 64)
-		if errA == nil && errB == nil && b > a {
+		a, sizeA, errA := jobAmount(old)
+		b, sizeB, errB := jobAmount(v)
+		if errA == nil && errB == nil && sizeA == sizeB && b > a {
 			dst[k] = v
 		}
 	}
+}
+
+// jobAmount reads a jobOptions value as an amount: a plain number, or a
+// size with a Spark/JVM suffix (k, m, g, t, p, optionally followed by b;
+// any case), in bytes. size says which.
+func jobAmount(v string) (n float64, size bool, err error) {
+	s := strings.ToLower(strings.TrimSpace(v))
+	if n, err := strconv.ParseFloat(s, 64); err == nil {
+		return n, false, nil
+	}
+	s = strings.TrimSuffix(s, "b")
+	for i, unit := range []string{"k", "m", "g", "t", "p"} {
+		if num, ok := strings.CutSuffix(s, unit); ok {
+			n, err := strconv.ParseFloat(num, 64)
+			if err != nil {
+				return 0, false, err
+			}
+			return n * math.Pow(1024, float64(i+1)), true, nil
+		}
+	}
+	return 0, false, fmt.Errorf("not an amount: %q", v)
 }

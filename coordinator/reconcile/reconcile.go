@@ -238,6 +238,12 @@ func (r *Reconciler) verdict(ctx context.Context, j store.Job, nodes map[string]
 		}
 		return store.StatusFailed, fmt.Sprintf("reconciler: job %s exited with code %d without closing its row: %s", j.JobID, st.ExitCode, st.Message), nil
 	case submit.JobUnknown:
+		if a, ok := r.sub.(interface{ Authoritative() bool }); ok && a.Authoritative() {
+			// A remote submitter (Gravitino) knows every job any node
+			// submitted: unknown there means the job is gone, not that
+			// another process holds it, so there is nothing to wait for.
+			return store.StatusLost, fmt.Sprintf("reconciler: job %s is unknown to the submitter, which knows every job of every node: %s", j.JobID, st.Message), nil
+		}
 		if gone != "" {
 			return store.StatusLost, fmt.Sprintf("reconciler: job %s is unknown to the submitter and %s", j.JobID, gone), nil
 		}
