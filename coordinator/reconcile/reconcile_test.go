@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/tms-dev/tms/coordinator/reconcile"
 	"github.com/tms-dev/tms/coordinator/scheduler"
 	"github.com/tms-dev/tms/coordinator/submit"
+	"github.com/tms-dev/tms/internal/gravitinotest"
+	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -226,4 +229,60 @@ func TestReconcileDeadNodes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReconcileGravitinoRuns: with the gravitino submitter (against
+// gravitinotest, which runs the template's program for real) any node's
+// reconciler closes rows by their run's state: a run that failed without
+// closing its row is closed failed at the next sweep, a running one is left
+// alone, and a run Gravitino does not know is closed lost at once, not
+// after the unknown deadline (Gravitino knows every node's runs).
+func TestReconcileGravitinoRuns(t *testing.T) {
+	t.Parallel()
+	l := coordtest.NewLocalLedger(t, store.BackendSQLite)
+	ctx := t.Context()
+	grav := gravitinotest.Start(t, gravitinotest.Config{Metalakes: []string{"lake"}, CancelGrace: time.Second})
+	prog := coordtest.WriteScript(t, `trap 'exit 143' TERM
+i=0; while [ "$i" -lt "$1" ]; do sleep 0.1; i=$((i+1)); done
+exit 3
+`)
+	require.NoError(t, grav.RegisterTemplate("lake", gravitinotest.JobTemplate{Name: "tms_runner", Executable: prog, Arguments: []string{"{{sleep}}"}}))
+	sub, err := submit.NewGravitinoSubmitter(submit.GravitinoConfig{URI: grav.URL(), Metalake: "lake", JobTemplateName: "tms_runner"})
+	require.NoError(t, err)
+	defer sub.Close(ctx)
+	rec := reconcile.NewReconciler(l.St, sub, reconcile.ReconcilerConfig{Log: zaptest.NewLogger(t)})
+
+	spec := map[string]any{"catalog": map[string]any{"warehouse-dir": "/nowhere"}, "table": "tms.t", "steps": []any{map[string]any{"type": "compaction"}}}
+	row := func(name string, sleepTenths int) (store.Job, string) {
+		j := l.Job(t, "tms."+name, "u-"+name, 1, []string{"compaction"}, spec)
+		id, err := sub.Submit(ctx, submit.JobRequest{JobID: j.ID, Fence: j.Fence, DBURL: l.URL, Table: "local.tms." + name,
+			Types: []policy.Type{policy.Compaction}, JobOptions: map[string]string{"sleep": fmt.Sprint(sleepTenths)}})
+		require.NoError(t, err)
+		require.NoError(t, l.St.SetJobID(ctx, j.ID, j.Fence, id))
+		return j, id
+	}
+	failed, failedRun := row("failed", 0)
+	running, runningRun := row("running", 600)
+	vanished := l.Job(t, "tms.vanished", "u-vanished", 1, []string{"compaction"}, spec)
+	require.NoError(t, l.St.SetJobID(ctx, vanished.ID, vanished.Fence, "job-404"))
+	_, err = grav.WaitForStatus(ctx, failedRun, gravitinotest.StatusFailed)
+	require.NoError(t, err)
+	_, err = grav.WaitForStatus(ctx, runningRun, gravitinotest.StatusStarted)
+	require.NoError(t, err)
+
+	rep, err := rec.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[store.JobStatus]int{store.StatusFailed: 1, store.StatusLost: 1}, rep.Closed)
+	require.Contains(t, l.Get(t, failed.ID).Error, "without closing its row")
+	got := l.Get(t, vanished.ID)
+	require.Equal(t, store.StatusLost, got.Status)
+	require.Contains(t, got.Error, "knows every job of every node")
+	require.True(t, l.Get(t, running.ID).InFlight(), "a started run is left alone")
+
+	require.NoError(t, sub.Cancel(ctx, runningRun))
+	_, err = grav.WaitForStatus(ctx, runningRun, gravitinotest.StatusCancelled)
+	require.NoError(t, err)
+	rep, err = rec.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[store.JobStatus]int{store.StatusCancelled: 1}, rep.Closed, "the cancelled run's row, which its program never closed")
 }
