@@ -3,8 +3,11 @@ package main
 import (
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,4 +122,97 @@ func TestServeCommandSubmitterBadConfig(t *testing.T) {
 	}
 	_, err := os.Stat(strings.TrimPrefix(db, "sqlite://"))
 	require.True(t, os.IsNotExist(err), "the ledger was not created")
+}
+
+// TestServeCommandSubmitterKillAndCancelOnAnyNode: node A submits two jobs
+// through the command submitter; each starts detached, a wrapper around the
+// real tms-runner that waits before exec'ing it (the job has not reached
+// the runner yet), and node A stops. Node B, with the same commands, never
+// submitted them: a SIGKILL of one detached job is seen by node B's
+// reconciler (through the status command) and the row is closed failed;
+// the other is cancelled over node B's HTTP API, whose cancel command stops
+// it, and its row is closed cancelled. Nothing is left in flight.
+func TestServeCommandSubmitterKillAndCancelOnAnyNode(t *testing.T) {
+	t.Parallel()
+	db := testdb.PostgresURL(t)
+	dir := setupFlow(t, db, []string{"tms.small_files", "tms.partitioned"}, "compaction", `{"schedule": {"crontab": "@every 1s"}, "minIntervalMs": 3600000}`, "local.tms")
+	_, runner := binaries(t)
+	jobs := t.TempDir()
+	submitCmd := writeScript(t, `id="cmd-$1-$2"
+( sh -c 'sleep 600; exec "$0" run --job-id "$1" --fence "$2"' "`+runner+`" "$1" "$2" &
+  echo $! > "`+jobs+`/$id.pid"; wait $!; echo $? > "`+jobs+`/$id.exit" ) > "`+jobs+`/$id.log" 2>&1 < /dev/null &
+while [ ! -s "`+jobs+`/$id.pid" ]; do sleep 0.05; done
+echo "$id"
+`)
+	statusCmd := writeScript(t, `f="`+jobs+`/$1"
+[ -f "$f.pid" ] || exit 1
+if [ -f "$f.exit" ]; then
+  if [ -f "$f.cancelled" ]; then echo cancelled; elif [ "$(cat "$f.exit")" = 0 ]; then echo succeeded; else echo failed; fi
+else
+  echo running
+fi
+`)
+	cancelCmd := writeScript(t, `f="`+jobs+`/$1"
+[ -f "$f.pid" ] || exit 1
+touch "$f.cancelled"
+kill -TERM "$(cat "$f.pid")" 2>/dev/null || true
+`)
+	argv := func(a ...string) string { b, _ := json.Marshal(a); return string(b) }
+	args := []string{"--job-submitter", "command",
+		"--submit-command", argv(submitCmd, "{{job_id}}", "{{fence}}"),
+		"--status-command", argv(statusCmd, "{{external_id}}"), "--cancel-command", argv(cancelCmd, "{{external_id}}")}
+	a := serve(t, db, dir, args...)
+	st := ledger(t, db)
+	small, part := registered(t, st, "tms.small_files"), registered(t, st, "tms.partitioned")
+	submitted := func(tbl store.Table) store.Job {
+		var j store.Job
+		eventually(t, time.Minute, "a submitted job of "+tbl.Name, func() bool {
+			js, err := st.ListJobs(t.Context(), tbl.ID, 10)
+			require.NoError(t, err)
+			if len(js) == 0 || js[0].JobID == "" {
+				return false
+			}
+			j = js[0]
+			return true
+		})
+		return j
+	}
+	killed, cancelled := submitted(small), submitted(part)
+	a.stop(t)
+	require.True(t, killed.InFlight())
+	require.True(t, cancelled.InFlight())
+
+	tokens := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(tokens, "admin"), []byte("admin-token-b"), 0o600))
+	b := serve(t, db, dir, append(args, "--admin-token", "file:"+filepath.Join(tokens, "admin"))...)
+	pid, err := os.ReadFile(filepath.Join(jobs, killed.JobID+".pid"))
+	require.NoError(t, err)
+	require.NoError(t, exec.Command("kill", "-KILL", strings.TrimSpace(string(pid))).Run())
+	eventually(t, time.Minute, "node B's reconciler to close the killed job's row", func() bool {
+		j, err := st.GetJob(t.Context(), killed.ID)
+		require.NoError(t, err)
+		killed = j
+		return !j.InFlight()
+	})
+	require.Equal(t, store.StatusFailed, killed.Status)
+	require.Contains(t, killed.Error, "without closing its row")
+
+	var res struct{ Cancel string }
+	code := call(t, "POST", fmt.Sprintf("%s/v1/jobs/%d/cancel", b.httpAddr(t), cancelled.ID), "admin-token-b", nil, &res)
+	require.Contains(t, []int{http.StatusOK, http.StatusAccepted}, code)
+	eventually(t, time.Minute, "the cancelled job's row to close", func() bool {
+		j, err := st.GetJob(t.Context(), cancelled.ID)
+		require.NoError(t, err)
+		cancelled = j
+		return !j.InFlight()
+	})
+	require.Equal(t, store.StatusCancelled, cancelled.Status, cancelled.Error)
+	_, err = os.Stat(filepath.Join(jobs, cancelled.JobID+".cancelled"))
+	require.NoError(t, err, "the cancel command ran")
+	b.stop(t)
+	for _, tbl := range []store.Table{small, part} {
+		open, err := st.TableInFlightJobs(t.Context(), tbl.ID)
+		require.NoError(t, err)
+		require.Empty(t, open, "nothing in flight on %s", tbl.Name)
+	}
 }

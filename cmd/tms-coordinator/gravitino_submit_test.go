@@ -205,3 +205,51 @@ func ledgerText(t *testing.T, db string) string {
 	require.NotEmpty(t, b.String())
 	return b.String()
 }
+
+// TestServeGravitinoBadAnswers: a metalake Gravitino does not have, and an
+// answer that is not JSON (a proxy's page), close the row failed with the
+// reason; nothing is left in flight and no run was made.
+func TestServeGravitinoBadAnswers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, metalake string
+		fault          gravitinotest.FaultKind
+		want           string
+	}{
+		{"unknown metalake", "nope", 0, "NoSuchMetalakeException"},
+		{"not JSON", "lake", gravitinotest.NotJSON, "not JSON"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := testdb.SQLiteURL(t)
+			dir := setupFlow(t, db, []string{"tms.small_files"}, "compaction", `{"schedule": {"crontab": "@every 1s"}, "minIntervalMs": 3600000}`, "local.tms")
+			grav := gravitinotest.Start(t, gravitinotest.Config{Metalakes: []string{"lake"}})
+			require.NoError(t, grav.RegisterTemplate("lake", gravitinotest.JobTemplate{Name: "tms_runner", Executable: "/bin/true"}))
+			if tc.fault != 0 {
+				grav.Inject(gravitinotest.Fault{Method: "POST", Path: "/jobs/runs", Kind: tc.fault, Count: 1})
+			}
+			n := serve(t, db, dir, "--job-submitter", "gravitino", "--gravitino-uri", grav.URL(),
+				"--gravitino-metalake", tc.metalake, "--gravitino-job-template", "tms_runner")
+			st := ledger(t, db)
+			tbl := registered(t, st, "tms.small_files")
+			var j store.Job
+			eventually(t, time.Minute, "the row to be closed", func() bool {
+				js, err := st.ListJobs(t.Context(), tbl.ID, 10)
+				require.NoError(t, err)
+				if len(js) == 0 || js[len(js)-1].InFlight() {
+					return false
+				}
+				j = js[len(js)-1]
+				return true
+			})
+			n.stop(t)
+			require.Equal(t, store.StatusFailed, j.Status)
+			require.Contains(t, j.Error, tc.want)
+			require.Empty(t, j.JobID, "no external id")
+			require.Empty(t, grav.Runs(), "no run was made")
+			open, err := st.TableInFlightJobs(t.Context(), tbl.ID)
+			require.NoError(t, err)
+			require.Empty(t, open, "nothing left in flight")
+		})
+	}
+}
