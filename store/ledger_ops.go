@@ -131,9 +131,10 @@ func (s *sqlStore) SetBeforeSnapshot(ctx context.Context, id, fence, snapshotID 
 	return s.b.fenced(ctx, "set before snapshot", id, fence, "", `before_snapshot_id = `+s.b.param(3), snapshotID)
 }
 
-// SetJobID records the external job id.
-func (s *sqlStore) SetJobID(ctx context.Context, id, fence int64, jobID string) error {
-	return s.b.fenced(ctx, "set job id", id, fence, "", `job_id = nullif(`+s.b.param(3)+`, '')`, jobID)
+// SetJobID records the external job id and the submitter kind.
+func (s *sqlStore) SetJobID(ctx context.Context, id, fence int64, jobID, submitter string) error {
+	return s.b.fenced(ctx, "set job id", id, fence, "",
+		`job_id = nullif(`+s.b.param(3)+`, ''), submitter = nullif(`+s.b.param(4)+`, '')`, jobID, submitter)
 }
 
 // CheckFence reads the row's fence and finished state.

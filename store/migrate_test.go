@@ -190,7 +190,7 @@ func testMigrate(t *testing.T, h harness) {
 			(2, 1, 'compaction', 'commit', 'running', 1)`)
 		applied, err := store.Migrate(ctx, dbURL, zaptest.NewLogger(t))
 		require.NoError(t, err)
-		require.Equal(t, []int{7}, applied)
+		require.Equal(t, []int{7, 8}, applied)
 		require.Equal(t, []int64{1, 4}, h.ints(t, dbURL, `SELECT id FROM table_maintenance_job WHERE finished_at IS NULL ORDER BY id`))
 		require.Equal(t, []int64{2, 3}, h.ints(t, dbURL, `SELECT id FROM table_maintenance_job WHERE status = 'lost' AND error LIKE 'migration 0007:%' ORDER BY id`))
 		require.Equal(t, []int64{1, 4, 2, 1}, h.ints(t, dbURL, `SELECT fence FROM table_maintenance_job ORDER BY id`))
@@ -204,6 +204,36 @@ func testMigrate(t *testing.T, h harness) {
 		require.NoError(t, err)
 		require.False(t, j.InFlight())
 		require.ErrorIs(t, s.FinishJob(ctx, 3, 1, store.Finish{Status: store.StatusSucceeded}), store.ErrStaleFence, "its runner is fenced out")
+	})
+
+	// A database at version 7 has job rows without a submitter; 0008 adds
+	// the column and leaves them empty, and SetJobID fills it in.
+	t.Run("Upgrade8LeavesExistingRowsWithoutSubmitter", func(t *testing.T) {
+		t.Parallel()
+		ctx, dbURL := t.Context(), h.newURL(t)
+		ms, err := migrations.All(h.name)
+		require.NoError(t, err)
+		for _, m := range ms[:7] {
+			h.exec(t, dbURL, m.SQL)
+			h.exec(t, dbURL, fmt.Sprintf(`INSERT INTO tms_schema_migration (version, name) VALUES (%d, '%s')`, m.Version, m.Name))
+		}
+		h.exec(t, dbURL, `INSERT INTO maintained_table (id, catalog, namespace, name, table_uuid) VALUES (1, 'c', 'ns', 'a', 'u1')`)
+		h.exec(t, dbURL, `INSERT INTO table_maintenance_job (table_id, policy_id, types, "trigger", status, fence, job_id) VALUES
+			(1, 1, 'compaction', 'cron', 'running', 1, 'local-1')`)
+		applied, err := store.Migrate(ctx, dbURL, zaptest.NewLogger(t))
+		require.NoError(t, err)
+		require.Equal(t, []int{8}, applied)
+
+		s, err := store.Open(ctx, dbURL, nil)
+		require.NoError(t, err)
+		defer s.Close()
+		j, err := s.GetJob(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, [2]string{"local-1", ""}, [2]string{j.JobID, j.Submitter})
+		require.NoError(t, s.SetJobID(ctx, 1, 1, "local-2", "local"))
+		j, err = s.GetJob(ctx, 1)
+		require.NoError(t, err)
+		require.Equal(t, [2]string{"local-2", "local"}, [2]string{j.JobID, j.Submitter})
 	})
 
 	t.Run("ConcurrentMigratorsApplyEachMigrationOnce", func(t *testing.T) {

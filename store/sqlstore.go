@@ -214,7 +214,7 @@ func scanTable(row scanner) (Table, error) {
 // jobCols are the columns of table_maintenance_job that scanJob reads.
 const jobCols = `id, coalesce(job_id, ''), table_id, policy_id, types, "trigger", status, fence,
 	before_snapshot_id, after_snapshot_id, coalesce(error, ''), spec, outcomes, created_at, started_at, finished_at,
-	coalesce(node, '')`
+	coalesce(node, ''), coalesce(submitter, '')`
 
 // scanJob reads jobCols. A NULL spec or outcomes stays nil.
 func scanJob(row scanner) (Job, error) {
@@ -225,7 +225,7 @@ func scanJob(row scanner) (Job, error) {
 	)
 	err := row.Scan(&j.ID, &j.JobID, &j.TableID, &j.PolicyID, &types, &j.Trigger, &j.Status, &j.Fence,
 		&j.BeforeSnapshotID, &j.AfterSnapshotID, &j.Error, &spec, &outcomes,
-		scanTime(&j.CreatedAt), scanTime(&j.StartedAt), scanTime(&j.FinishedAt), &j.Node)
+		scanTime(&j.CreatedAt), scanTime(&j.StartedAt), scanTime(&j.FinishedAt), &j.Node, &j.Submitter)
 	if err != nil {
 		return Job{}, err
 	}

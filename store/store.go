@@ -197,6 +197,10 @@ type Job struct {
 	// Node is the coordinator node that created the row; empty for manual
 	// and replay runs and rows older than schema version 7.
 	Node string
+	// Submitter is the submitter kind that started the job: local, command
+	// or gravitino; empty for rows from before migration 8 and manual runs
+	// (and until SetJobID).
+	Submitter string
 }
 
 // InFlight reports whether the job row is still open (finished_at IS NULL).
@@ -275,9 +279,11 @@ type Store interface {
 	// SetBeforeSnapshot records the snapshot the runner sampled (S0). Fenced
 	// like StartJob.
 	SetBeforeSnapshot(ctx context.Context, id, fence, snapshotID int64) error
-	// SetJobID records the external job id once the job was submitted.
-	// Fenced like StartJob.
-	SetJobID(ctx context.Context, id, fence int64, jobID string) error
+	// SetJobID records the external job id and the kind of submitter that
+	// submitted the job (local, command or gravitino; see submit.Kind) once
+	// the job was submitted. An empty jobID or submitter is stored as
+	// unknown. Fenced like StartJob.
+	SetJobID(ctx context.Context, id, fence int64, jobID, submitter string) error
 	// CheckFence reports, without writing, whether fence is still the row's
 	// fence and the row is still in flight: nil if so, ErrStaleFence if the
 	// fence moved on or the row is finished, ErrNotFound if there is no row.

@@ -228,6 +228,7 @@ func TestServeCronPolicy(t *testing.T) {
 				require.NotNil(t, j.AfterSnapshotID)
 				require.NotEqual(t, *j.BeforeSnapshotID, *j.AfterSnapshotID, "%s was compacted", name)
 				require.NotEmpty(t, j.JobID, "the external job id was recorded")
+				require.Equal(t, "local", j.Submitter, "and the submitter that started it")
 			}
 			require.Equal(t, before, tableChecksums(t, dir, tables...), "no row lost or duplicated")
 

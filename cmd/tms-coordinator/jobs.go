@@ -172,6 +172,7 @@ type jobLine struct {
 	Error      string          `json:"error,omitempty"`
 	Node       string          `json:"node,omitempty"`
 	JobID      string          `json:"external_job_id,omitempty"`
+	Submitter  string          `json:"submitter,omitempty"`
 	Fence      int64           `json:"fence"`
 	BeforeSnap *int64          `json:"before_snapshot_id"`
 	AfterSnap  *int64          `json:"after_snapshot_id"`
@@ -208,7 +209,7 @@ func (n *tableNames) of(ctx context.Context, id int64) string {
 
 func lineOf(j store.Job, table string) jobLine {
 	l := jobLine{ID: j.ID, Table: table, TableID: j.TableID, PolicyID: j.PolicyID, Types: j.Types, Trigger: string(j.Trigger),
-		Status: string(j.Status), Error: j.Error, Node: j.Node, JobID: j.JobID, Fence: j.Fence, BeforeSnap: j.BeforeSnapshotID,
+		Status: string(j.Status), Error: j.Error, Node: j.Node, JobID: j.JobID, Submitter: j.Submitter, Fence: j.Fence, BeforeSnap: j.BeforeSnapshotID,
 		AfterSnap: j.AfterSnapshotID, CreatedAt: j.CreatedAt, Outcomes: j.Outcomes}
 	if !j.StartedAt.IsZero() {
 		at := j.StartedAt
@@ -361,7 +362,8 @@ func jobsShow(ctx context.Context, env cli.Env) error {
 	if l.Error != "" {
 		fmt.Fprintf(w, "  reason:    %s\n", l.Error)
 	}
-	fmt.Fprintf(w, "  node:      %s   external id: %s   fence: %d\n", cmp.Or(l.Node, "-"), cmp.Or(l.JobID, "-"), l.Fence)
+	fmt.Fprintf(w, "  node:      %s   submitter: %s   external id: %s   fence: %d\n", cmp.Or(l.Node, "-"), cmp.Or(l.Submitter, "-"),
+		cmp.Or(l.JobID, "-"), l.Fence)
 	fmt.Fprintf(w, "  created:   %s   took: %s\n", l.CreatedAt.Format(time.RFC3339), l.took(time.Now()))
 	fmt.Fprintf(w, "  snapshots: %s → %s\n", snap(l.BeforeSnap), snap(l.AfterSnap))
 	var outs []struct {

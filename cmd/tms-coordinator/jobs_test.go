@@ -47,7 +47,7 @@ func TestJobsAndTablesCommands(t *testing.T) {
 				Outcomes: json.RawMessage(`[{"type":"compaction","outcome":"done","duration_ms":340}]`)}))
 			queued, err := st.CreateJob(ctx, store.NewJob{TableID: cur.ID, PolicyID: 2, Types: []string{"snapshot-expiry"}, Trigger: store.TriggerCron, Node: "tms-b"})
 			require.NoError(t, err)
-			require.NoError(t, st.SetJobID(ctx, queued.ID, queued.Fence, "local-9-1-x"))
+			require.NoError(t, st.SetJobID(ctx, queued.ID, queued.Fence, "local-9-1-x", "local"))
 
 			out := ok(t, "jobs", "list", "--db", db)
 			for _, want := range []string{"lake.db.orders", "dropped and recreated", "snapshot-expiry", "tms-b", "pending"} {
@@ -65,6 +65,32 @@ func TestJobsAndTablesCommands(t *testing.T) {
 			out = ok(t, "jobs", "show", "--db", db, "--id", fmt.Sprint(failed.ID))
 			require.Contains(t, out, "reason:    table db.orders was dropped and recreated")
 			require.Contains(t, out, "compaction  failed   12ms")
+			require.Contains(t, out, "node:      tms-a   submitter: -   external id: -")
+			out = ok(t, "jobs", "show", "--db", db, "--id", fmt.Sprint(queued.ID))
+			require.Contains(t, out, "node:      tms-b   submitter: local   external id: local-9-1-x")
+			out = ok(t, "jobs", "show", "--db", db, "--id", fmt.Sprint(queued.ID), "--json")
+			var shown jobLine
+			require.NoError(t, json.Unmarshal([]byte(out), &shown))
+			require.Equal(t, [2]string{"local", "local-9-1-x"}, [2]string{shown.Submitter, shown.JobID})
+
+			// status shows the in-flight row's submitter before its external id.
+			out = ok(t, "status", "--db", db)
+			header, row := "", ""
+			for line := range strings.Lines(out) {
+				switch {
+				case strings.HasPrefix(line, "IN FLIGHT"):
+					header = line
+				case header != "" && row == "" && strings.HasPrefix(line, fmt.Sprintf("%d ", queued.ID)):
+					row = line
+				}
+			}
+			require.Regexp(t, `NODE +SUBMITTER +EXTERNAL ID`, header, out)
+			require.Regexp(t, `tms-b (\(DEAD[^)]*\) +)?local +local-9-1-x`, row, out)
+			out = ok(t, "status", "--db", db, "--json")
+			var status statusOutput
+			require.NoError(t, json.Unmarshal([]byte(out), &status))
+			require.Len(t, status.InFlight, 1)
+			require.Equal(t, [2]string{"local", "local-9-1-x"}, [2]string{status.InFlight[0].Submitter, status.InFlight[0].JobID})
 
 			out = ok(t, "jobs", "cancel", "--db", db, "--id", fmt.Sprint(queued.ID))
 			require.Contains(t, out, fmt.Sprintf("cancelled job %d on lake.db.orders (fence now 2)", queued.ID))

@@ -58,6 +58,7 @@ type statusDue struct {
 type statusJob struct {
 	ID         int64      `json:"id"`
 	JobID      string     `json:"job_id,omitempty"`
+	Submitter  string     `json:"submitter,omitempty"`
 	Table      string     `json:"table"`
 	PolicyID   int64      `json:"policy_id"`
 	Types      []string   `json:"types"`
@@ -145,7 +146,7 @@ func runStatus(ctx context.Context, env cli.Env) error {
 			name = t.Catalog + "." + t.Namespace + "." + t.Name
 			names[j.TableID] = name
 		}
-		s := statusJob{ID: j.ID, JobID: j.JobID, Table: name, PolicyID: j.PolicyID, Types: j.Types, Trigger: string(j.Trigger),
+		s := statusJob{ID: j.ID, JobID: j.JobID, Submitter: j.Submitter, Table: name, PolicyID: j.PolicyID, Types: j.Types, Trigger: string(j.Trigger),
 			Status: string(j.Status), Error: j.Error, BeforeSnap: j.BeforeSnapshotID, AfterSnap: j.AfterSnapshotID, CreatedAt: j.CreatedAt,
 			Node: j.Node}
 		if !j.InFlight() {
@@ -291,17 +292,17 @@ func printStatus(env cli.Env, out statusOutput) error {
 		fmt.Fprintln(tw, "(empty)\t\t\t")
 	}
 	tw = nextSection(tw, env.Stdout)
-	fmt.Fprintln(tw, "IN FLIGHT\tTABLE\tTYPES\tSTATUS\tSINCE\tNODE\tEXTERNAL ID")
+	fmt.Fprintln(tw, "IN FLIGHT\tTABLE\tTYPES\tSTATUS\tSINCE\tNODE\tSUBMITTER\tEXTERNAL ID")
 	for _, j := range out.InFlight {
 		node := cmp.Or(j.Node, "-")
 		if j.NodeDead {
 			node += " (DEAD: the reconciler closes it)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Table, strings.Join(j.Types, ","), j.Status,
-			j.CreatedAt.Format(time.RFC3339), node, cmp.Or(j.JobID, "-"))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Table, strings.Join(j.Types, ","), j.Status,
+			j.CreatedAt.Format(time.RFC3339), node, cmp.Or(j.Submitter, "-"), cmp.Or(j.JobID, "-"))
 	}
 	if len(out.InFlight) == 0 {
-		fmt.Fprintln(tw, "(none)\t\t\t\t\t\t")
+		fmt.Fprintln(tw, "(none)\t\t\t\t\t\t\t")
 	}
 	tw = nextSection(tw, env.Stdout)
 	fmt.Fprintln(tw, "NEXT DUE\tKIND\tTABLE\tPOLICY\tSTATE")

@@ -82,7 +82,7 @@ func (f *Flow) start(ctx context.Context, x *scheduler.Execution, kind string, t
 		zap.Strings("types", names), zap.String("external_job_id", ext))
 	// The runner may already have started: a stale fence here only means
 	// the row moved on, and the external id is then not needed.
-	if err := f.st.SetJobID(ctx, job.ID, job.Fence, ext); err != nil && !errors.Is(err, store.ErrStaleFence) {
+	if err := f.st.SetJobID(ctx, job.ID, job.Fence, ext, submit.Kind(f.sub)); err != nil && !errors.Is(err, store.ErrStaleFence) {
 		return fmt.Errorf("record external job id of job %d: %w", job.ID, err)
 	}
 	return nil

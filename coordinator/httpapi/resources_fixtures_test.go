@@ -171,6 +171,7 @@ type attachmentDoc struct {
 type jobDoc struct {
 	ID               int64           `json:"id"`
 	ExternalJobID    string          `json:"externalJobId"`
+	Submitter        *string         `json:"submitter"`
 	TableID          int64           `json:"tableId"`
 	Status           string          `json:"status"`
 	InFlight         bool            `json:"inFlight"`

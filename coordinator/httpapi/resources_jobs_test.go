@@ -99,6 +99,7 @@ func TestJobRoutes(t *testing.T) {
 
 		// A finished job with outcomes and metrics before and after.
 		done := b.job(orders.ID, 1)
+		require.NoError(t, b.st.SetJobID(ctx, done.ID, done.Fence, "run-77", "gravitino"))
 		require.NoError(t, b.st.StartJob(ctx, done.ID, done.Fence, time.Time{}))
 		require.NoError(t, b.st.SetBeforeSnapshot(ctx, done.ID, done.Fence, 100))
 		for snap, files := range map[int64]int{100: 40, 200: 4} {
@@ -125,8 +126,12 @@ func TestJobRoutes(t *testing.T) {
 		require.Equal(t, int64(200), *d.AfterSnapshotID)
 		require.JSONEq(t, `{"file-number": 40}`, string(d.MetricsBefore.Value))
 		require.JSONEq(t, `{"file-number": 4}`, string(d.MetricsAfter.Value))
+		require.Equal(t, "run-77", d.ExternalJobID)
+		require.Equal(t, ptr("gravitino"), d.Submitter, "the submitter kind is shown next to the external id")
+		d = jobDoc{}
 		b.must(http.StatusOK, "GET", fmt.Sprintf("/v1/jobs/%d", pending.ID), "", &d)
 		require.True(t, d.InFlight)
+		require.Equal(t, ptr(""), d.Submitter, "present and empty before the job was submitted")
 		require.Nil(t, d.MetricsBefore)
 		require.Equal(t, "null", string(d.Outcomes))
 
@@ -147,6 +152,10 @@ func TestJobRoutes(t *testing.T) {
 		all, next := ids("/v1/jobs")
 		require.Equal(t, []int64{pending.ID, running.ID, failed.ID, done.ID}, all, "newest first")
 		require.Nil(t, next)
+		var l list
+		b.must(http.StatusOK, "GET", "/v1/jobs?status=succeeded", "", &l)
+		require.Len(t, l.Jobs, 1)
+		require.Equal(t, [2]string{"run-77", "gravitino"}, [2]string{l.Jobs[0].ExternalJobID, *l.Jobs[0].Submitter})
 		got, _ := ids("/v1/jobs?table=lake.sales.orders")
 		require.Equal(t, []int64{pending.ID, failed.ID, done.ID}, got)
 		got, _ = ids(fmt.Sprintf("/v1/jobs?table=%d&status=failed,succeeded", orders.ID))
@@ -191,7 +200,7 @@ func TestCancelJob(t *testing.T) {
 			b.table("lake", "db", "c", "u3"), b.table("lake", "db", "d", "u4"), b.table("lake", "db", "e", "u5")}
 		submitted := func(tbl store.Table, ext string) store.Job {
 			j := b.job(tbl.ID, 1)
-			require.NoError(t, b.st.SetJobID(ctx, j.ID, j.Fence, ext))
+			require.NoError(t, b.st.SetJobID(ctx, j.ID, j.Fence, ext, "local"))
 			require.NoError(t, b.st.StartJob(ctx, j.ID, j.Fence, time.Time{}))
 			return b.get(j.ID)
 		}
@@ -236,7 +245,7 @@ func TestCancelJob(t *testing.T) {
 		// A job queued in this node's submitter: taken off the queue, and
 		// its row (which no runner will ever close) closed at once.
 		j := b.job(tables[4].ID, 1)
-		require.NoError(t, b.st.SetJobID(ctx, j.ID, j.Fence, "local-8"))
+		require.NoError(t, b.st.SetJobID(ctx, j.ID, j.Fence, "local-8", "local"))
 		b.sub.queue("local-8")
 		b.must(http.StatusOK, "POST", fmt.Sprintf("/v1/jobs/%d/cancel", j.ID), "", &res)
 		require.Equal(t, "closed", res.Cancel)

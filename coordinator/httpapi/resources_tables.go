@@ -63,6 +63,7 @@ func metricsDocOf(m *store.SnapshotMetrics) *metricsDoc {
 type jobDoc struct {
 	ID               int64      `json:"id"`
 	ExternalJobID    string     `json:"externalJobId"`
+	Submitter        string     `json:"submitter"` // local, command or gravitino; empty if unknown
 	TableID          int64      `json:"tableId"`
 	PolicyID         int64      `json:"policyId"`
 	Types            []string   `json:"types"`
@@ -79,7 +80,7 @@ type jobDoc struct {
 }
 
 func jobDocOf(j store.Job) jobDoc {
-	return jobDoc{ID: j.ID, ExternalJobID: j.JobID, TableID: j.TableID, PolicyID: j.PolicyID, Types: j.Types,
+	return jobDoc{ID: j.ID, ExternalJobID: j.JobID, Submitter: j.Submitter, TableID: j.TableID, PolicyID: j.PolicyID, Types: j.Types,
 		Trigger: string(j.Trigger), Status: string(j.Status), InFlight: j.InFlight(), Fence: j.Fence,
 		BeforeSnapshotID: j.BeforeSnapshotID, AfterSnapshotID: j.AfterSnapshotID, Error: j.Error,
 		CreatedAt: j.CreatedAt, StartedAt: optTime(j.StartedAt), FinishedAt: optTime(j.FinishedAt)}

@@ -31,7 +31,7 @@ func TestReconcileKilledRunner(t *testing.T) {
 	s := coordtest.NewLocal(t, submit.LocalConfig{})
 	id, err := s.Submit(t.Context(), coordtest.Request(l, j))
 	require.NoError(t, err)
-	require.NoError(t, l.St.SetJobID(t.Context(), j.ID, j.Fence, id))
+	require.NoError(t, l.St.SetJobID(t.Context(), j.ID, j.Fence, id, submit.Kind(s)))
 	coordtest.WaitRunnerInside(t, l, j.ID, accepted)
 
 	rec := reconcile.NewReconciler(l.St, s, reconcile.ReconcilerConfig{Log: zaptest.NewLogger(t)})
@@ -93,7 +93,7 @@ func TestReconcileDeadlines(t *testing.T) {
 			spec := map[string]any{"catalog": map[string]any{"warehouse-dir": "/nowhere"}, "table": "tms.t", "steps": []any{map[string]any{"type": "compaction"}}}
 			unsubmitted := l.Job(t, "tms.t", "u1", 1, []string{"compaction"}, spec)
 			vanished := l.Job(t, "tms.t", "u2", 2, []string{"compaction"}, spec) // one in flight per table: another incarnation
-			require.NoError(t, l.St.SetJobID(ctx, vanished.ID, vanished.Fence, "local-elsewhere-1"))
+			require.NoError(t, l.St.SetJobID(ctx, vanished.ID, vanished.Fence, "local-elsewhere-1", "local"))
 			require.NoError(t, l.St.StartJob(ctx, vanished.ID, vanished.Fence, time.Time{}))
 			// Three finished rows of policy 3 on the table.
 			var finished []store.Job
@@ -178,7 +178,7 @@ func TestReconcileDeadNodes(t *testing.T) {
 					require.Equal(t, node, j.Node)
 				}
 				if ext != "" {
-					require.NoError(t, l.St.SetJobID(ctx, j.ID, j.Fence, ext))
+					require.NoError(t, l.St.SetJobID(ctx, j.ID, j.Fence, ext, "local"))
 				}
 				return j
 			}
@@ -201,7 +201,7 @@ func TestReconcileDeadNodes(t *testing.T) {
 			require.NoError(t, err)
 			ext, err := s.Submit(ctx, coordtest.Request(l, vouched))
 			require.NoError(t, err)
-			require.NoError(t, l.St.SetJobID(ctx, vouched.ID, vouched.Fence, ext))
+			require.NoError(t, l.St.SetJobID(ctx, vouched.ID, vouched.Fence, ext, submit.Kind(s)))
 			coordtest.WaitRunnerInside(t, l, vouched.ID, accepted)
 
 			rec := reconcile.NewReconciler(l.St, s, reconcile.ReconcilerConfig{Clock: clock, Log: zaptest.NewLogger(t)})
@@ -258,13 +258,13 @@ exit 3
 		id, err := sub.Submit(ctx, submit.JobRequest{JobID: j.ID, Fence: j.Fence, DBURL: l.URL, Table: "local.tms." + name,
 			Types: []policy.Type{policy.Compaction}, JobOptions: map[string]string{"sleep": fmt.Sprint(sleepTenths)}})
 		require.NoError(t, err)
-		require.NoError(t, l.St.SetJobID(ctx, j.ID, j.Fence, id))
+		require.NoError(t, l.St.SetJobID(ctx, j.ID, j.Fence, id, submit.Kind(sub)))
 		return j, id
 	}
 	failed, failedRun := row("failed", 0)
 	running, runningRun := row("running", 600)
 	vanished := l.Job(t, "tms.vanished", "u-vanished", 1, []string{"compaction"}, spec)
-	require.NoError(t, l.St.SetJobID(ctx, vanished.ID, vanished.Fence, "job-404"))
+	require.NoError(t, l.St.SetJobID(ctx, vanished.ID, vanished.Fence, "job-404", "gravitino"))
 	_, err = grav.WaitForStatus(ctx, failedRun, gravitinotest.StatusFailed)
 	require.NoError(t, err)
 	_, err = grav.WaitForStatus(ctx, runningRun, gravitinotest.StatusStarted)

@@ -166,3 +166,22 @@ type JobStatus struct {
 	// started and ended; zero when not (yet) known.
 	SubmittedAt, StartedAt, FinishedAt time.Time
 }
+
+// Kind names the kind of s as the ledger records it (the submitter column
+// of table_maintenance_job) and `serve --job-submitter` spells it: "local",
+// "command" or "gravitino". A submitter with a Kind() string method (a test
+// double, a wrapper) names itself; any other type is "".
+func Kind(s Submitter) string {
+	if k, ok := s.(interface{ Kind() string }); ok {
+		return k.Kind()
+	}
+	switch s.(type) {
+	case *LocalSubmitter:
+		return "local"
+	case *CommandSubmitter:
+		return "command"
+	case *GravitinoSubmitter:
+		return "gravitino"
+	}
+	return ""
+}

@@ -24,7 +24,7 @@ func fencedWrites(b *bundle) map[string]func(id, fence int64) error {
 			return b.s.SetBeforeSnapshot(b.ctx, id, fence, 555)
 		},
 		"SetJobID": func(id, fence int64) error {
-			return b.s.SetJobID(b.ctx, id, fence, "zombie-job")
+			return b.s.SetJobID(b.ctx, id, fence, "zombie-job", "command")
 		},
 		"FinishJob": func(id, fence int64) error {
 			return b.s.FinishJob(b.ctx, id, fence, store.Finish{

@@ -233,6 +233,7 @@ func exerciseJobs(t *testing.T, setup func(*testing.T) *bundle) {
 		require.Equal(t, store.StatusPending, created.Status)
 		require.Equal(t, int64(1), created.Fence)
 		require.Empty(t, created.JobID)
+		require.Empty(t, created.Submitter)
 		require.Nil(t, created.BeforeSnapshotID)
 		require.Nil(t, created.AfterSnapshotID)
 		require.Empty(t, created.Error)
@@ -243,7 +244,7 @@ func exerciseJobs(t *testing.T, setup func(*testing.T) *bundle) {
 		require.True(t, created.InFlight())
 		require.Equal(t, created, b.get(t, created.ID))
 
-		require.NoError(t, b.s.SetJobID(b.ctx, created.ID, 1, "spark-app-42"))
+		require.NoError(t, b.s.SetJobID(b.ctx, created.ID, 1, "spark-app-42", "gravitino"))
 		// A time in another zone with nanoseconds comes back in UTC, in microseconds.
 		startedAt := time.Date(2031, 5, 6, 7, 8, 9, 123456789, time.FixedZone("X", 3*3600))
 		require.NoError(t, b.s.StartJob(b.ctx, created.ID, 1, startedAt))
@@ -251,6 +252,7 @@ func exerciseJobs(t *testing.T, setup func(*testing.T) *bundle) {
 		running := b.get(t, created.ID)
 		require.Equal(t, store.StatusRunning, running.Status)
 		require.Equal(t, "spark-app-42", running.JobID)
+		require.Equal(t, "gravitino", running.Submitter, "the submitter kind round-trips")
 		require.Equal(t, startedAt.UTC().Truncate(time.Microsecond), running.StartedAt)
 		require.Equal(t, ptr(int64(1001)), running.BeforeSnapshotID)
 		require.True(t, running.InFlight())
@@ -263,6 +265,7 @@ func exerciseJobs(t *testing.T, setup func(*testing.T) *bundle) {
 		require.Equal(t, store.StatusFailed, done.Status)
 		require.Equal(t, ptr(int64(1002)), done.AfterSnapshotID)
 		require.Equal(t, "boom", done.Error)
+		require.Equal(t, "gravitino", done.Submitter, "finishing keeps the submitter")
 		require.Equal(t, finishedAt.UTC().Truncate(time.Microsecond), done.FinishedAt)
 		require.False(t, done.InFlight())
 		require.Equal(t, int64(1), done.Fence)
