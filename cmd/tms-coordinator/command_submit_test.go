@@ -75,6 +75,7 @@ fi
 	n.stop(t)
 	require.Equal(t, store.StatusSucceeded, j.Status, j.Error)
 	require.Equal(t, "cmd-1-1", j.JobID, "the id the submit command printed")
+	require.Equal(t, "command", j.Submitter)
 	require.NotEqual(t, *j.BeforeSnapshotID, *j.AfterSnapshotID, "compacted")
 	require.Equal(t, before, tableChecksums(t, dir, "tms.small_files"), "no row lost or duplicated")
 	got, err := os.ReadFile(argvLog)

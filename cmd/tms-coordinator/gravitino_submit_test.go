@@ -153,6 +153,7 @@ func TestServeGravitinoSubmitter(t *testing.T) {
 	require.Len(t, runs, 1, "one run for the row, although the submit's answer was lost")
 	r := runs[0]
 	require.Equal(t, r.JobID, j.JobID, "the row's external id is the run")
+	require.Equal(t, "gravitino", j.Submitter)
 	require.Equal(t, gravitinotest.StatusSucceeded, r.Status)
 	require.Equal(t, "tms", r.Creator)
 	require.Equal(t, fmt.Sprint(j.ID), r.JobConf["job_id"])
