@@ -104,6 +104,8 @@ bench: dbcheck build $(WEED) $(WEED_TOUCH) ## Benchmarks: sampler vs PlanFiles, 
 	$(GO) test -run '^$$' -bench CommitToClaimPoll10s -benchtime 12x -timeout 10m ./coordinator/ingress/
 	@# 1,000 tables × 4 policies due at one instant on 2 nodes: delay from the instant to each job's start.
 	$(GO) test -run '^$$' -bench CollidingPolicies1000x4 -benchtime 1x -timeout 20m ./coordinator/flow/
+	@# Gravitino submitter, 8 threads against gravitinotest with 20 ms latency: submits/s, p50/p99/max ms, clean and with 3% 503s and lost answers (goal: ≥ 200/s, p99 ≤ 100 ms).
+	$(GO) test -run '^$$' -bench GravitinoSubmit20ms -benchtime 2000x -timeout 10m ./coordinator/submit/
 	$(GO) test -run '^$$' -bench 'Compaction200x10k|PartitionedGroups' -benchtime 4x -timeout 30m ./chain/
 	$(GO) test -run '^$$' -bench OrphanPlanning -benchtime 4x -timeout 30m ./chain/
 	@# Pre-commit verifier and faithful-read footer check as shares of compaction time (200×10k: see Compaction200x10k above).

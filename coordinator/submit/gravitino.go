@@ -108,10 +108,12 @@ type GravitinoConfig struct {
 // (connection reset, timeout, 5xx) is followed by a search of the
 // template's runs for one created since it was sent that no ledger row and
 // no other submit of this process owns. One such run is this job's; none
-// means the POST was not applied and it is sent again; several mean TMS
-// cannot tell which is its own, so the submit fails without sending again
-// (the row is closed failed, and a run of it that does start finds its row
-// closed and exits fenced out without touching the table).
+// means the POST was not applied and it is sent again; several, or one
+// while another submit of this process has also lost its answer (either
+// could own it), mean TMS cannot tell which is its own, so the submit fails
+// without sending again (the row is closed failed, and a run of it that
+// does start finds its row closed and exits fenced out without touching the
+// table).
 type GravitinoSubmitter struct {
 	cfg    GravitinoConfig
 	base   string                // URI/api/metalakes/{metalake}/jobs
@@ -125,8 +127,24 @@ type GravitinoSubmitter struct {
 	mu      sync.Mutex
 	known   map[string]time.Time // run ids answered to this process → when
 	pending map[int64]time.Time  // submits in flight → when sent
-	seq     int64
-	settled *sync.Cond // signalled when a pending submit settles
+	// lost holds the submits whose answer was lost and whose run, if any,
+	// is unknown: until their search decides (then they leave), or until
+	// the time given when they gave up without one.
+	lost map[int64]time.Time
+	// disputed holds the runs a failed search could not tell apart, with
+	// the submits that may own each: no search takes one for its own, and
+	// one of an owner fails.
+	disputed map[string]dispute
+	pruned   time.Time // when known, lost and disputed were last pruned
+	seq      int64
+	settled  *sync.Cond // signalled when a pending submit settles
+}
+
+// dispute is a run a failed search could not place: when, and the submits
+// (seq) whose run it may be.
+type dispute struct {
+	at     time.Time
+	owners []int64
 }
 
 // NewGravitinoSubmitter checks cfg and returns the submitter. It does not
@@ -181,6 +199,7 @@ func NewGravitinoSubmitter(cfg GravitinoConfig) (*GravitinoSubmitter, error) {
 		tr = t
 	}
 	s := &GravitinoSubmitter{cfg: cfg, known: map[string]time.Time{}, pending: map[int64]time.Time{},
+		lost: map[int64]time.Time{}, disputed: map[string]dispute{},
 		base: strings.TrimSuffix(cfg.URI, "/") + "/api/metalakes/" + url.PathEscape(cfg.Metalake) + "/jobs"}
 	s.settled = sync.NewCond(&s.mu)
 	s.once = &http.Client{Transport: tr, Timeout: cfg.Timeout}
@@ -285,16 +304,19 @@ func (s *GravitinoSubmitter) Submit(ctx context.Context, req JobRequest) (string
 				zap.Int64("fence", req.Fence), zap.String("table", req.Table), zap.String("external_id", job.JobID))
 			return job.JobID, nil
 		}
-		s.settle(seq, "")
 		if !ambiguous(err) {
+			s.settle(seq, "")
 			return "", err
 		}
+		s.settleLost(seq)
 		if attempt >= s.cfg.RetryMax {
+			s.giveUp(seq, sent)
 			return "", fmt.Errorf("submit to gravitino: %d tries: %w", attempt+1, err)
 		}
 		s.cfg.Log.Warn("gravitino submit: answer lost; looking for the run before sending again", zap.Int64("job", req.JobID),
 			zap.Int("attempt", attempt+1), zap.Error(err))
 		if err := sleepCtx(ctx, wait); err != nil {
+			s.giveUp(seq, sent)
 			return "", err
 		}
 		wait = min(2*wait, s.cfg.RetryWaitMax)
@@ -328,31 +350,61 @@ func (s *GravitinoSubmitter) settle(seq int64, id string) {
 	if id != "" {
 		s.known[id] = now
 	}
-	for k, at := range s.known { // ids older than any recovery window are not needed
-		if now.Sub(at) > time.Hour {
-			delete(s.known, k)
-		}
+	// Ids older than any recovery window are not needed. Pruned once a
+	// minute, not on every settle: a scan of an hour of ids under s.mu
+	// (720,000 at 200 submits/s, about 14 ms) would cap the submit rate.
+	if now.Sub(s.pruned) > time.Minute {
+		s.pruned = now
+		maps.DeleteFunc(s.known, func(_ string, at time.Time) bool { return now.Sub(at) > time.Hour })
+		maps.DeleteFunc(s.disputed, func(_ string, d dispute) bool { return now.Sub(d.at) > time.Hour })
+		maps.DeleteFunc(s.lost, func(_ int64, until time.Time) bool { return !until.IsZero() && now.Sub(until) > time.Hour })
 	}
 	s.settled.Broadcast()
 }
 
+// settleLost records the end of a submit whose answer was lost: it is lost
+// until its search decides or it gives up.
+func (s *GravitinoSubmitter) settleLost(seq int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pending, seq)
+	s.lost[seq] = time.Time{}
+	s.settled.Broadcast()
+}
+
+// giveUp ends a lost submit without a search's answer: its run, if any,
+// stays unknown (made within Timeout of sent), so it still counts as lost
+// for the searches of submits sent until RecoverWindow after that, whose
+// lists may hold the run.
+func (s *GravitinoSubmitter) giveUp(seq int64, sent time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lost[seq] = sent.Add(s.cfg.Timeout + s.cfg.RecoverWindow)
+}
+
 // recoverRun looks for the run a lost submit (sent at sent) may have
 // created: a run of the template created since sent-RecoverWindow that no
-// answer of this process and no ledger row owns. It first waits for the
-// other submits of this process that were in flight when this one was sent,
-// so their runs are known. It returns "" when there is none (the POST was
-// not applied), and an error when there are several.
+// answer of this process and no ledger row owns. After listing the runs it
+// waits for the other submits of this process that began before the list
+// was answered (any of them may have made a listed run), so their runs are
+// known; later submits cannot be in the list, so a steady stream of them
+// does not hold the recovery up. It returns "" when there is none (the POST
+// was not applied), and an error when there are several, or one that
+// another lost submit of this process could own, or a disputed run this
+// submit may own.
 func (s *GravitinoSubmitter) recoverRun(ctx context.Context, seq int64, sent time.Time) (string, error) {
+	var ans gravitinoAnswer
+	if err := s.do(ctx, http.MethodGet, s.base+"/runs?jobTemplateName="+url.QueryEscape(s.cfg.JobTemplateName), &ans); err != nil {
+		s.giveUp(seq, sent)
+		return "", fmt.Errorf("gravitino submit: answer lost, and listing the runs to find it failed: %w", err)
+	}
 	s.mu.Lock()
+	upto := s.seq // the last submit begun before the list was answered
 	deadline := time.Now().Add(2 * s.cfg.Timeout)
-	for s.olderPending(seq, sent) && time.Now().Before(deadline) {
+	for s.inFlight(seq, upto) && time.Now().Before(deadline) {
 		waitCond(s.settled, 100*time.Millisecond)
 	}
 	s.mu.Unlock()
-	var ans gravitinoAnswer
-	if err := s.do(ctx, http.MethodGet, s.base+"/runs?jobTemplateName="+url.QueryEscape(s.cfg.JobTemplateName), &ans); err != nil {
-		return "", fmt.Errorf("gravitino submit: answer lost, and listing the runs to find it failed: %w", err)
-	}
 	from := sent.Add(-s.cfg.RecoverWindow)
 	var candidates []string
 	for _, j := range ans.Jobs {
@@ -368,6 +420,7 @@ func (s *GravitinoSubmitter) recoverRun(ctx context.Context, seq int64, sent tim
 		if s.cfg.Claimed != nil {
 			claimed, err := s.cfg.Claimed(ctx, j.JobID)
 			if err != nil {
+				s.giveUp(seq, sent)
 				return "", fmt.Errorf("gravitino submit: answer lost; checking run %s against the ledger: %w", j.JobID, err)
 			}
 			if claimed {
@@ -376,25 +429,59 @@ func (s *GravitinoSubmitter) recoverRun(ctx context.Context, seq int64, sent tim
 		}
 		candidates = append(candidates, j.JobID)
 	}
-	switch len(candidates) {
-	case 0:
-		return "", nil
-	case 1:
-		s.mu.Lock()
-		s.known[candidates[0]] = time.Now()
-		s.mu.Unlock()
-		return candidates[0], nil
+	// The verdict is taken under s.mu, so two searches never both take one
+	// run, and a run another search took meanwhile is not a candidate.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.lost, seq)
+	var fresh, mayBeMine []string
+	for _, id := range candidates {
+		if _, taken := s.known[id]; taken {
+			continue
+		}
+		if d, ok := s.disputed[id]; ok {
+			// An earlier failed search's run: this submit's only if it was
+			// among that search's lost submits (a submit begun after that
+			// list was answered has no run in it).
+			if slices.Contains(d.owners, seq) {
+				mayBeMine = append(mayBeMine, id)
+			}
+			continue
+		}
+		fresh = append(fresh, id)
 	}
-	slices.Sort(candidates)
+	// Other lost submits whose run may be in the list: those begun before
+	// it was answered, still searching or given up.
+	owners := []int64{seq}
+	for k, until := range s.lost {
+		if k <= upto && (until.IsZero() || sent.Before(until)) {
+			owners = append(owners, k)
+		}
+	}
+	switch {
+	case len(mayBeMine) == 0 && len(fresh) == 0:
+		return "", nil
+	case len(mayBeMine) == 0 && len(fresh) == 1 && len(owners) == 1:
+		s.known[fresh[0]] = time.Now()
+		return fresh[0], nil
+	}
+	for _, id := range fresh {
+		s.disputed[id] = dispute{at: time.Now(), owners: owners}
+	}
+	runs := slices.Sorted(slices.Values(append(fresh, mayBeMine...)))
+	if len(runs) == 1 {
+		return "", fmt.Errorf("gravitino submit: the answer was lost and run %s, created since, could be this job's or that of another submit whose answer was lost; not sent again",
+			runs[0])
+	}
 	return "", fmt.Errorf("gravitino submit: the answer was lost and %d runs created since could be this job's (%s); not sent again",
-		len(candidates), strings.Join(candidates, ", "))
+		len(runs), strings.Join(runs, ", "))
 }
 
-// olderPending reports whether a submit other than seq, sent before sent
-// plus a margin, is still in flight. Called with s.mu held.
-func (s *GravitinoSubmitter) olderPending(seq int64, sent time.Time) bool {
-	for k, at := range s.pending {
-		if k != seq && at.Before(sent.Add(s.cfg.RecoverWindow)) {
+// inFlight reports whether a submit other than seq, begun no later than
+// submit upto, is still in flight. Called with s.mu held.
+func (s *GravitinoSubmitter) inFlight(seq, upto int64) bool {
+	for k := range s.pending {
+		if k != seq && k <= upto {
 			return true
 		}
 	}
