@@ -146,6 +146,32 @@ func TestServeHTTPAPI(t *testing.T) {
 	for _, family := range []string{"tms_commit_events_total", "tms_task_claims_total", "tms_task_executions_total", "tms_queue_tasks", "tms_job_outcomes", "tms_watchdog_healthy 1"} {
 		require.True(t, strings.Contains(string(metrics), family), "/metrics has %s", family)
 	}
+
+	// The console is served: without a token it redirects to its login
+	// form; with the admin token the tables page lists the table, and the
+	// table's page plots one sample per metrics row.
+	page := func(path, tok string) (int, string) {
+		req, err := http.NewRequestWithContext(t.Context(), "GET", base+path, nil)
+		require.NoError(t, err)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	code, body := page("/ui", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `name="token"`, "the login form")
+	code, body = page("/ui", admin)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "local."+name)
+	code, body = page("/ui/tables/local."+name, admin)
+	require.Equal(t, http.StatusOK, code)
+	require.NotZero(t, strings.Count(body, `<circle class="sample"`))
 	n.stop(t)
 	require.Equal(t, before, tableChecksums(t, dir, name), "no row lost or duplicated")
 }

@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/coordinator/admin"
+	"github.com/tms-dev/tms/coordinator/console"
 	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/httpapi"
 	"github.com/tms-dev/tms/coordinator/scheduler"
@@ -102,13 +106,44 @@ func (a *httpAPI) build(st store.Store, sub submit.Submitter, eng *scheduler.Eng
 	if err != nil {
 		return err
 	}
+	ui, err := console.New(console.Config{Store: st, AdminToken: a.tokens[0], ReadToken: a.tokens[1], Log: log.Named("ui"),
+		Cancel: apiCancel(res)})
+	if err != nil {
+		return err
+	}
 	a.srv, err = httpapi.New(httpapi.Config{
-		Listen: a.ln.Addr().String(), Store: st, Metrics: a.metrics, Resources: res, Log: log.Named("http"),
+		Listen: a.ln.Addr().String(), Store: st, Metrics: a.metrics, Resources: res, UI: ui.Handler(), Log: log.Named("http"),
 		AdminToken: a.tokens[0], ReadToken: a.tokens[1], CommitToken: a.tokens[2], CommitDelay: commitDelay,
 		Ready:          func(context.Context) error { return eng.Healthy() },
 		OnCommitJobDue: func(at time.Time) { eng.WakeAt(flow.KindCommitJob, at) },
 	})
 	return err
+}
+
+// apiCancel is the console's cancel: POST /v1/jobs/{id}/cancel served by
+// the resources in process (the console checked the admin token and its
+// CSRF guard), so a job is cancelled one way whichever door is used.
+func apiCancel(res http.Handler) func(ctx context.Context, id int64) (string, error) {
+	return func(ctx context.Context, id int64) (string, error) {
+		r := httptest.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("/v1/jobs/%d/cancel", id), nil)
+		w := httptest.NewRecorder()
+		res.ServeHTTP(w, r)
+		var out struct {
+			Cancel string `json:"cancel"`
+			Error  string `json:"error"`
+		}
+		_ = json.Unmarshal(w.Body.Bytes(), &out)
+		switch {
+		case w.Code == http.StatusOK || w.Code == http.StatusAccepted:
+			if out.Cancel == "closed" {
+				return fmt.Sprintf("job %d cancelled: its row is closed", id), nil
+			}
+			return fmt.Sprintf("job %d: the submitter was asked to stop it; its runner closes the row", id), nil
+		case w.Code < 500:
+			return fmt.Sprintf("job %d not cancelled: %s", id, out.Error), nil
+		}
+		return "", fmt.Errorf("cancel job %d: HTTP %d: %s", id, w.Code, out.Error)
+	}
 }
 
 // addr is the bound address, "off" without a server.

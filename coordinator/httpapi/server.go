@@ -61,6 +61,10 @@ type Config struct {
 	// subpaths, behind the admin/read token check. Nil: those routes are
 	// not found.
 	Resources http.Handler
+	// UI is the operator console (package console), mounted on /ui and
+	// its subpaths. It does its own authentication: the server adds no
+	// token check. Nil: those routes are not found.
+	UI http.Handler
 	// Metrics are served on /metrics, and count the webhook's events.
 	// Defaults to NewMetrics over Store with no engine attached.
 	Metrics *Metrics
@@ -148,6 +152,10 @@ func (s *Server) routes() http.Handler {
 			mux.Handle(p, guarded)
 			mux.Handle(p+"/", guarded)
 		}
+	}
+	if s.cfg.UI != nil {
+		mux.Handle("/ui", s.cfg.UI)
+		mux.Handle("/ui/", s.cfg.UI)
 	}
 	return jsonUnrouted(mux)
 }
