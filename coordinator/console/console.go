@@ -20,7 +20,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"embed"
 	"encoding/base64"
 	"encoding/hex"
@@ -34,6 +33,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tms-dev/tms/internal/bearer"
 
 	"go.uber.org/zap"
 
@@ -81,7 +82,7 @@ type Config struct {
 type Console struct {
 	cfg         Config
 	ledger      store.LedgerQueries
-	admin, read token
+	admin, read bearer.Token
 	csrfKey     []byte
 	pages       map[string]*template.Template
 	handler     http.Handler
@@ -106,7 +107,7 @@ func New(cfg Config) (*Console, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("console: csrf key: %w", err)
 	}
-	c := &Console{cfg: cfg, ledger: ledger, admin: newToken(cfg.AdminToken), read: newToken(cfg.ReadToken),
+	c := &Console{cfg: cfg, ledger: ledger, admin: bearer.New(cfg.AdminToken), read: bearer.New(cfg.ReadToken),
 		csrfKey: key, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{"when": c.when, "join": strings.Join, "snap": snap, "tablePath": tablePath}
 	for _, p := range []string{"login", "message", "tables", "table", "job"} {
@@ -148,32 +149,13 @@ func (c *Console) routes() http.Handler {
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Cache-Control", "no-store")
-		if !c.admin.set && !c.read.set {
+		if !c.admin.Set() && !c.read.Set() {
 			c.message(w, session{}, http.StatusForbidden, "Console disabled",
 				"The console is disabled: no admin or read token is configured on this coordinator.")
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
-}
-
-// token is a configured token, kept as its SHA-256 digest so that
-// comparisons take the same time whatever the length of the candidate.
-type token struct {
-	set    bool
-	digest [sha256.Size]byte
-}
-
-func newToken(v string) token {
-	if v == "" {
-		return token{}
-	}
-	return token{set: true, digest: sha256.Sum256([]byte(v))}
-}
-
-func (t token) matches(candidate string) bool {
-	d := sha256.Sum256([]byte(candidate))
-	return t.set && subtle.ConstantTimeCompare(t.digest[:], d[:]) == 1
 }
 
 // session is who a request is.
@@ -194,10 +176,8 @@ func (c *Console) csrf(s session) string {
 // requestToken returns the token r carries: the bearer header, else the
 // cookie.
 func requestToken(r *http.Request) string {
-	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
-		if tok = strings.TrimSpace(tok); tok != "" {
-			return tok
-		}
+	if tok, ok := bearer.FromRequest(r); ok {
+		return tok
 	}
 	ck, err := r.Cookie(CookieName)
 	if err != nil {
@@ -216,7 +196,7 @@ func (c *Console) sessionOf(r *http.Request) session {
 	if tok == "" {
 		return session{}
 	}
-	isAdmin, isRead := c.admin.matches(tok), c.read.matches(tok)
+	isAdmin, isRead := c.admin.Matches(tok), c.read.Matches(tok)
 	if !isAdmin && !isRead {
 		return session{}
 	}
@@ -317,7 +297,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := r.PostForm.Get("token")
-	isAdmin, isRead := c.admin.matches(tok), c.read.matches(tok)
+	isAdmin, isRead := c.admin.Matches(tok), c.read.Matches(tok)
 	if tok == "" || (!isAdmin && !isRead) {
 		c.render(w, session{}, http.StatusUnauthorized, "login", "Log in", loginData{Error: "Invalid token."})
 		return

@@ -1,56 +1,25 @@
 package httpapi
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"net/http"
-	"strings"
+
+	"github.com/tms-dev/tms/internal/bearer"
 )
-
-// token is a configured bearer token, kept as its SHA-256 digest so that
-// comparisons take the same time whatever the length of the candidate.
-type token struct {
-	set    bool
-	digest [sha256.Size]byte
-}
-
-func newToken(v string) token {
-	if v == "" {
-		return token{}
-	}
-	return token{set: true, digest: sha256.Sum256([]byte(v))}
-}
-
-// matches compares candidate with the token in constant time.
-func (t token) matches(candidate string) bool {
-	d := sha256.Sum256([]byte(candidate))
-	return t.set && subtle.ConstantTimeCompare(t.digest[:], d[:]) == 1
-}
-
-// bearer returns the request's bearer token and whether it has one.
-func bearer(r *http.Request) (string, bool) {
-	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimSpace(tok)
-	return tok, tok != ""
-}
 
 // authorize reports whether r carries one of accepted. It answers the
 // request itself when not: 403 when no token that could be accepted is
 // configured (the route is disabled; never open by default), 401 when the
 // token is missing or wrong.
-func authorize(w http.ResponseWriter, r *http.Request, disabled string, accepted ...token) bool {
+func authorize(w http.ResponseWriter, r *http.Request, disabled string, accepted ...bearer.Token) bool {
 	anySet := false
 	for _, t := range accepted {
-		anySet = anySet || t.set
+		anySet = anySet || t.Set()
 	}
 	if !anySet {
 		writeError(w, http.StatusForbidden, disabled)
 		return false
 	}
-	tok, ok := bearer(r)
+	tok, ok := bearer.FromRequest(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tms"`)
 		writeError(w, http.StatusUnauthorized, "missing bearer token: send 'Authorization: Bearer <token>'")
@@ -59,7 +28,7 @@ func authorize(w http.ResponseWriter, r *http.Request, disabled string, accepted
 	match := false
 	for _, t := range accepted {
 		// No early exit: every configured token is compared.
-		if t.matches(tok) {
+		if t.Matches(tok) {
 			match = true
 		}
 	}
@@ -82,14 +51,14 @@ func readOnly(method string) bool {
 func (s *Server) resourceAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		const disabled = "the /v1 API is disabled: no admin token is configured on this coordinator (serve --admin-token env:NAME or file:PATH)"
-		if !s.admin.set {
+		if !s.admin.Set() {
 			writeError(w, http.StatusForbidden, disabled)
 			return
 		}
-		accepted := []token{s.admin}
+		accepted := []bearer.Token{s.admin}
 		if readOnly(r.Method) {
 			accepted = append(accepted, s.read)
-		} else if tok, ok := bearer(r); ok && s.read.matches(tok) && !s.admin.matches(tok) {
+		} else if tok, ok := bearer.FromRequest(r); ok && s.read.Matches(tok) && !s.admin.Matches(tok) {
 			writeError(w, http.StatusForbidden, "the read-only token cannot "+r.Method+": this needs the admin token")
 			return
 		}

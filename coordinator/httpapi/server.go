@@ -20,6 +20,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tms-dev/tms/internal/bearer"
+
 	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/coordinator/ingress"
@@ -93,7 +95,7 @@ type Config struct {
 type Server struct {
 	cfg                 Config
 	webhook             *ingress.Webhook
-	admin, read, commit token
+	admin, read, commit bearer.Token
 	metrics             *Metrics
 	handler             http.Handler
 }
@@ -124,8 +126,8 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s := &Server{cfg: cfg, webhook: webhook, admin: newToken(cfg.AdminToken), read: newToken(cfg.ReadToken),
-		commit: newToken(cfg.CommitToken), metrics: cfg.Metrics}
+	s := &Server{cfg: cfg, webhook: webhook, admin: bearer.New(cfg.AdminToken), read: bearer.New(cfg.ReadToken),
+		commit: bearer.New(cfg.CommitToken), metrics: cfg.Metrics}
 	s.handler = s.routes()
 	return s, nil
 }
