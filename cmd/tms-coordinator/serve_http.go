@@ -107,7 +107,7 @@ func (a *httpAPI) build(st store.Store, sub submit.Submitter, eng *scheduler.Eng
 		return err
 	}
 	ui, err := console.New(console.Config{Store: st, AdminToken: a.tokens[0], ReadToken: a.tokens[1], Log: log.Named("ui"),
-		Cancel: apiCancel(res)})
+		Cancel: apiCancel(res), DeadNodeAfter: eng.DeadNodeAfter()})
 	if err != nil {
 		return err
 	}

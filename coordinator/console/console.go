@@ -39,6 +39,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/coordinator/admin"
+	"github.com/tms-dev/tms/coordinator/scheduler"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -72,6 +73,12 @@ type Config struct {
 	// Nil: the job page shows no cancel button and the cancel POST answers
 	// 501.
 	Cancel func(ctx context.Context, jobID int64) (string, error)
+	// DeadNodeAfter is the heartbeat age after which the queue page calls a
+	// coordinator node dead; serve passes the engine's DeadNodeAfter().
+	// Defaults to scheduler.DefaultHeartbeatInterval ×
+	// scheduler.DefaultMissedHeartbeatsLimit (6 minutes). Must not be
+	// negative.
+	DeadNodeAfter time.Duration
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
 	// Log receives the console's logs. Defaults to a no-op logger.
@@ -82,6 +89,7 @@ type Config struct {
 type Console struct {
 	cfg         Config
 	ledger      store.LedgerQueries
+	sched       store.Scheduler // nil if the store has no task table
 	admin, read bearer.Token
 	csrfKey     []byte
 	pages       map[string]*template.Template
@@ -97,6 +105,10 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.DeadNodeAfter < 0 {
+		return nil, fmt.Errorf("%w: console: dead-node limit %s is negative", store.ErrInvalidArgument, cfg.DeadNodeAfter)
+	}
+	cfg.DeadNodeAfter = cmp.Or(cfg.DeadNodeAfter, scheduler.DefaultHeartbeatInterval*scheduler.DefaultMissedHeartbeatsLimit)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -109,8 +121,9 @@ func New(cfg Config) (*Console, error) {
 	}
 	c := &Console{cfg: cfg, ledger: ledger, admin: bearer.New(cfg.AdminToken), read: bearer.New(cfg.ReadToken),
 		csrfKey: key, pages: map[string]*template.Template{}}
+	c.sched, _ = store.TasksOf(cfg.Store) // both backends have it; a test double may not
 	funcs := template.FuncMap{"when": c.when, "join": strings.Join, "snap": snap, "tablePath": tablePath}
-	for _, p := range []string{"login", "message", "tables", "table", "job"} {
+	for _, p := range []string{"login", "message", "tables", "table", "job", "jobs", "queue"} {
 		t, err := template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", p, err)
@@ -132,9 +145,11 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("GET /ui", c.authed(c.tables))
 	mux.Handle("GET /ui/{$}", c.authed(c.tables))
 	mux.Handle("GET /ui/tables/{name}", c.authed(c.table))
+	mux.Handle("GET /ui/jobs", c.authed(c.jobs))
+	mux.Handle("GET /ui/queue", c.authed(c.queue))
 	mux.Handle("GET /ui/jobs/{id}", c.authed(c.job))
 	mux.Handle("POST /ui/jobs/{id}/cancel", c.authed(c.cancel))
-	for _, p := range []struct{ path, title string }{{"/ui/jobs", "Jobs"}, {"/ui/queue", "Queue"}, {"/ui/plan", "Plan"}} {
+	for _, p := range []struct{ path, title string }{{"/ui/plan", "Plan"}} {
 		mux.Handle("GET "+p.path, c.authed(func(w http.ResponseWriter, r *http.Request, s session) {
 			c.message(w, s, http.StatusOK, p.title, "This page is not built yet.")
 		}))
@@ -146,7 +161,7 @@ func (c *Console) routes() http.Handler {
 		h := w.Header()
 		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Referrer-Policy", "same-origin") // no-referrer would make browsers send Origin: null on same-origin posts
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Cache-Control", "no-store")
 		if !c.admin.Set() && !c.read.Set() {
@@ -216,11 +231,14 @@ func (c *Console) authed(h func(http.ResponseWriter, *http.Request, session)) ht
 	})
 }
 
-// crossSite reports whether r comes from another site: a browser's
-// Sec-Fetch-Site says so, or its Origin is not this host.
+// crossSite reports whether r may come from another origin. A browser's
+// Sec-Fetch-Site, which pages cannot set, decides when present: only
+// same-origin passes (same-site is another port or subdomain). Without it,
+// the Origin header must name this host; "null" (a privacy-sensitive
+// context) does not. A request with neither is not a browser's form post.
 func crossSite(r *http.Request) bool {
-	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		return true
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site != "same-origin"
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
