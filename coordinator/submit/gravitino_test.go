@@ -272,20 +272,32 @@ func TestGravitinoConcurrentSubmitsWithLostAnswers(t *testing.T) {
 	}
 	require.Zero(t, b.srv.PendingFaults())
 
-	// Three lost at once, on the first three concurrent submits.
-	release := make(chan struct{})
-	b.srv.Inject(gravitinotest.Fault{Method: "POST", Path: "/jobs/runs", Kind: gravitinotest.ResetAfterApply, Count: 3})
-	close(release)
-	got = submitAll(400, 3)
-	byJob = runsByJob()
-	for i, id := range got {
-		job := fmt.Sprint(400 + i)
-		require.LessOrEqual(t, len(byJob[job]), 1, "job %s was never sent twice", job)
-		if strings.HasPrefix(id, "error: ") {
-			require.Contains(t, id, "not sent again")
-			continue
+	// Lost answers at once: three resets; then, ten times, a 503 (not
+	// applied) beside a reset (applied), the pair that once let the 503's
+	// search take the other job's run, so that job ran twice. Whatever
+	// fails, fails safe: no job is sent twice, and a submit that returns
+	// returns its own job's run.
+	safe := func(first int, got []string) {
+		t.Helper()
+		byJob := runsByJob()
+		for i, id := range got {
+			job := fmt.Sprint(first + i)
+			require.LessOrEqual(t, len(byJob[job]), 1, "job %s was never sent twice", job)
+			if strings.HasPrefix(id, "error: ") {
+				require.Contains(t, id, "not sent again")
+				continue
+			}
+			require.Equal(t, []string{id}, byJob[job], "job %s", job)
 		}
-		require.Equal(t, []string{id}, byJob[job], "job %s", job)
+	}
+	b.srv.Inject(gravitinotest.Fault{Method: "POST", Path: "/jobs/runs", Kind: gravitinotest.ResetAfterApply, Count: 3})
+	safe(400, submitAll(400, 3))
+	for round := range 10 {
+		first := 500 + 10*round
+		b.srv.Inject(gravitinotest.Fault{Method: "POST", Path: "/jobs/runs", Kind: gravitinotest.Status503, Count: 1})
+		b.srv.Inject(gravitinotest.Fault{Method: "POST", Path: "/jobs/runs", Kind: gravitinotest.ResetAfterApply, Count: 1})
+		safe(first, submitAll(first, 2))
+		require.Zero(t, b.srv.PendingFaults())
 	}
 }
 
