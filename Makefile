@@ -15,6 +15,9 @@ BENCH_TASKS ?= 20000
 RIVER_BASELINE ?= ../shared/bench/river-baseline
 DEMO_TABLES ?= tms.small_files tms.partitioned tms.deletes tms.many_snapshots tms.orphans
 RSS_ROWS ?= 10000
+DEMO_LISTEN ?= 127.0.0.1:8090
+DEMO_TOKEN ?= demo-token
+DEMO_SERVE_SECONDS ?= 10
 
 .DEFAULT_GOAL := help
 
@@ -75,7 +78,7 @@ testdata: build ## Build the test tables into $(TESTDATA_DIR) (SCALE=N to grow t
 	rm -rf $(TESTDATA_DIR)
 	bin/tms-runner testdata --out $(TESTDATA_DIR) --scale $(SCALE)
 
-demo: build ## Build the test tables into a temp folder, replay the maintenance chain on each, print before/after.
+demo: build ## Build the test tables into a temp folder, replay the maintenance chain on each, print before/after; then serve the console on DEMO_LISTEN (Ctrl-C, or DEMO_SERVE_SECONDS off a terminal).
 	@dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; status=0; \
 	  bin/tms-runner testdata --out "$$dir" || exit 1; \
 	  echo '{"policyType": "system_iceberg_snapshot_expiration", "content": {"older-than": "1s", "retain-last": 5}}' >"$$dir/expire.json"; \
@@ -85,7 +88,23 @@ demo: build ## Build the test tables into a temp folder, replay the maintenance 
 	    if [ "$$t" = tms.many_snapshots ]; then policy="--policy $$dir/expire.json"; echo; echo "(tms.many_snapshots: demo expiry policy older-than 1s, retain-last 5)"; fi; \
 	    echo; bin/tms-runner replay --warehouse-dir "$$dir" --table "$$t" --types "$$types" $$policy \
 	      --ledger "sqlite://$$dir/ledger.db" || status=1; \
-	  done; exit $$status
+	  done; [ $$status = 0 ] || exit $$status; \
+	  db="sqlite://$$dir/ledger.db"; printf '%s' "$(DEMO_TOKEN)" >"$$dir/token"; \
+	  echo '{"schedule": {"onCommit": true}, "minIntervalMs": 0}' >"$$dir/on-commit.json"; \
+	  bin/tms-coordinator policy create --db "$$db" --name demo-compaction --type compaction --content-file "$$dir/on-commit.json" >/dev/null && \
+	  bin/tms-coordinator policy attach --db "$$db" --name demo-compaction --object local.tms >/dev/null || exit 1; \
+	  bin/tms-coordinator serve --db "$$db" --warehouse-dir "$$dir" --listen $(DEMO_LISTEN) --log-dir "$$dir/logs" \
+	    --admin-token "file:$$dir/token" >"$$dir/serve.log" 2>&1 & pid=$$!; \
+	  for t in tms.small_files tms.partitioned tms.deletes; do \
+	    bin/tms-coordinator enqueue-commit --db "$$db" --warehouse-dir "$$dir" --table "local.$$t" --commit-delay 0s >/dev/null || status=1; \
+	  done; \
+	  sleep 5; kill -0 $$pid 2>/dev/null || { echo "serve stopped:"; cat "$$dir/serve.log"; exit 1; }; \
+	  echo; echo "== the coordinator after the replay, an onCommit policy on local.tms and three commits =="; \
+	  bin/tms-coordinator status --db "$$db" || status=1; \
+	  echo; echo "Console: http://$(DEMO_LISTEN)/ui  (log in with the token: $(DEMO_TOKEN))"; \
+	  if [ -t 0 ]; then echo "Ctrl-C stops it."; trap 'kill $$pid 2>/dev/null' INT TERM; wait $$pid; \
+	  else echo "Not on a terminal: stopping in $(DEMO_SERVE_SECONDS) s."; sleep $(DEMO_SERVE_SECONDS); kill $$pid; wait $$pid; fi; \
+	  exit $$status
 
 bench: dbcheck build $(WEED) $(WEED_TOUCH) ## Benchmarks: sampler vs PlanFiles, ledger rows/s, scheduler vs River, policy expand vs bare insert, commit enqueues, webhook ingest, commit→claim latency, compaction ratios, verifier and read-check shares, orphan planning vs iceberg-go, chain overhead %, busy-table soak, colliding policies' scheduling delay, peak RSS of the first compaction of 200 files × RSS_ROWS rows.
 	$(GO) test -run '^$$' -bench 'Sample|PlanFiles' -benchtime $(BENCH_TIME) -timeout 30m ./sampler/
