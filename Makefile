@@ -125,6 +125,8 @@ bench: dbcheck build $(WEED) $(WEED_TOUCH) ## Benchmarks: sampler vs PlanFiles, 
 	$(GO) test -run '^$$' -bench CollidingPolicies1000x4 -benchtime 1x -timeout 20m ./coordinator/flow/
 	@# Gravitino submitter, 8 threads against gravitinotest with 20 ms latency: submits/s, p50/p99/max ms, clean and with 3% 503s and lost answers (goal: ≥ 200/s, p99 ≤ 100 ms).
 	$(GO) test -run '^$$' -bench GravitinoSubmit20ms -benchtime 2000x -timeout 10m ./coordinator/submit/
+	@# Console server time over 10,000 tables and 1,000,000 metrics rows, PostgreSQL and SQLite: tables page p50/p99/max ms (goal: p99 ≤ 150 ms), table page with 10,000 samples (goal: ≤ 100 ms).
+	$(GO) test -run '^$$' -bench ConsolePages -benchtime 1x -timeout 30m ./coordinator/console/
 	$(GO) test -run '^$$' -bench 'Compaction200x10k|PartitionedGroups' -benchtime 4x -timeout 30m ./chain/
 	$(GO) test -run '^$$' -bench OrphanPlanning -benchtime 4x -timeout 30m ./chain/
 	@# Pre-commit verifier and faithful-read footer check as shares of compaction time (200×10k: see Compaction200x10k above).
