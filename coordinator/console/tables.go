@@ -30,14 +30,9 @@ var metricKeys = []struct{ Key, Label string }{
 	{"snapshot-number", "Snapshots"},
 }
 
-// chartKeys are the metrics the table page plots.
-var chartKeys = []struct{ Key, Label string }{
-	{"file-number", "Files (data and delete)"},
-	{"small-file-number", "Small files"},
-	{"delete-file-number", "Delete files"},
-	{"manifest-number", "Manifests"},
-	{"snapshot-number", "Snapshots"},
-}
+// chartLabels title the table page's charts, in chartSample.values order
+// (chartSample's JSON tags are the sampler's keys).
+var chartLabels = [5]string{"Files (data and delete)", "Small files", "Delete files", "Manifests", "Snapshots"}
 
 // tableRow is a row of the tables page.
 type tableRow struct {
@@ -210,7 +205,7 @@ func (c *Console) findTable(ctx context.Context, s string) (store.Table, error) 
 // 10,000 samples renders a page of a few hundred KB in milliseconds.
 const maxTitled = 200
 
-// chartSample is the part of a metrics row the charts read, in chartKeys
+// chartSample is the part of a metrics row the charts read, in chartLabels
 // order (nil: absent).
 type chartSample struct {
 	Files     *float64 `json:"file-number"`
@@ -224,7 +219,7 @@ func (c chartSample) values() [5]*float64 {
 	return [5]*float64{c.Files, c.Small, c.Deletes, c.Manifests, c.Snapshots}
 }
 
-// charts draws the sample timeline and one chart per chartKeys metric
+// charts draws the sample timeline and one chart per chartLabels metric
 // over ms (oldest first, at least one row). The timeline keeps one mark per
 // row (an operator counts samples there); a chart's line keeps, per pixel
 // column, the lowest and highest value, which is all a line of plotW pixels
@@ -259,8 +254,8 @@ func charts(ms []store.SnapshotMetrics) (*timeline, []chart) {
 	tl.Marks = template.HTML(marks.String()) // numbers and escaped text only
 	tl.N = len(ms)
 	var out []chart
-	for ki, k := range chartKeys {
-		ch := chart{Label: k.Label, W: chartW, H: chartH, X0: padL, X1: padL + plotW, Y0: padT, Y1: padT + plotH,
+	for ki, label := range chartLabels {
+		ch := chart{Label: label, W: chartW, H: chartH, X0: padL, X1: padL + plotW, Y0: padT, Y1: padT + plotH,
 			TFirst: first, TEnd: last}
 		maxV, n := 0.0, 0
 		for _, v := range values {
