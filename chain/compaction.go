@@ -118,22 +118,14 @@ type GroupReport struct {
 // concurrently and commits them with one RewriteFiles snapshot (or, with
 // partial progress, up to max-commits snapshots).
 func (s *stepState) compact(ctx context.Context, p policy.CompactionOptions, log *zap.Logger) (string, error) {
-	m := s.s0.Metrics
-	if s.s0.SnapshotID == 0 || m.DataFileNumber == 0 {
+	if s.s0.SnapshotID == 0 {
 		return "", skip{"table has no data files"}
 	}
-	var why []string
-	if m.DataFileMSE >= p.MinDataFileMse {
-		why = append(why, fmt.Sprintf("data-file-mse %.3g ≥ minDataFileMse %.3g", m.DataFileMSE, p.MinDataFileMse))
+	v := p.Decide(s.s0.Metrics)
+	if !v.Work {
+		return "", skip{v.Reason}
 	}
-	if m.DeleteFileNumber > 0 && m.DeleteFileNumber >= p.MinDeleteFileNumber {
-		why = append(why, fmt.Sprintf("delete-file-number %d ≥ minDeleteFileNumber %d", m.DeleteFileNumber, p.MinDeleteFileNumber))
-	}
-	if len(why) == 0 {
-		return "", skip{fmt.Sprintf("below thresholds: data-file-mse %.3g < minDataFileMse %.3g, delete-file-number %d < minDeleteFileNumber %d",
-			m.DataFileMSE, p.MinDataFileMse, m.DeleteFileNumber, max(p.MinDeleteFileNumber, 1))}
-	}
-	trigger := strings.Join(why, ", ")
+	trigger := v.Reason
 
 	groups, cfg, err := s.planCompaction(ctx, p)
 	if err != nil {

@@ -20,17 +20,11 @@ func (s *stepState) rewriteManifests(ctx context.Context, p policy.ManifestOptio
 	if s.s0.SnapshotID == 0 {
 		return "", skip{"table has no snapshot"}
 	}
-	var trigger string
-	switch {
-	case m.ManifestNumber >= p.MaxManifestNumber:
-		trigger = fmt.Sprintf("manifest-number %d ≥ maxManifestNumber %d", m.ManifestNumber, p.MaxManifestNumber)
-	case m.ManifestNumber >= p.MinManifestNumber && m.AvgManifestSize < float64(p.MaxAvgManifestSizeBytes):
-		trigger = fmt.Sprintf("manifest-number %d ≥ minManifestNumber %d and avg-manifest-size %.0f < maxAvgManifestSizeBytes %d",
-			m.ManifestNumber, p.MinManifestNumber, m.AvgManifestSize, p.MaxAvgManifestSizeBytes)
-	default:
-		return "", skip{fmt.Sprintf("below thresholds: manifest-number %d (min %d, or %d at any size), avg-manifest-size %.0f (max %d)",
-			m.ManifestNumber, p.MinManifestNumber, p.MaxManifestNumber, m.AvgManifestSize, p.MaxAvgManifestSizeBytes)}
+	v := p.Decide(m)
+	if !v.Work {
+		return "", skip{v.Reason}
 	}
+	trigger := v.Reason
 	if s.r.opts.DryRun {
 		return "", skip{fmt.Sprintf("dry run: would rewrite %d manifests; %s", m.ManifestNumber, trigger)}
 	}

@@ -1,0 +1,56 @@
+package policy_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tms-dev/tms/policy"
+	"github.com/tms-dev/tms/sampler"
+)
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	hour := int64(time.Hour / time.Millisecond)
+	for _, tc := range []struct {
+		name    string
+		typ     policy.Type
+		content string
+		m       sampler.Metrics
+		work    bool
+		reason  string
+	}{
+		{"compaction: no data files", policy.Compaction, `{}`, sampler.Metrics{}, false, "table has no data files"},
+		{"compaction: mse over", policy.Compaction, `{"minDataFileMse": 100}`,
+			sampler.Metrics{DataFileNumber: 3, DataFileMSE: 250}, true, "data-file-mse 250 ≥ minDataFileMse 100"},
+		{"compaction: deletes over", policy.Compaction, `{"minDataFileMse": 1e30, "minDeleteFileNumber": 2}`,
+			sampler.Metrics{DataFileNumber: 3, DataFileMSE: 250, DeleteFileNumber: 2}, true, "delete-file-number 2 ≥ minDeleteFileNumber 2"},
+		{"compaction: below", policy.Compaction, `{"minDataFileMse": 1e30}`,
+			sampler.Metrics{DataFileNumber: 3, DataFileMSE: 250}, false, "below thresholds: data-file-mse 250 < minDataFileMse 1e+30"},
+		{"manifests: many", policy.ManifestRewrite, `{"maxManifestNumber": 10}`,
+			sampler.Metrics{ManifestNumber: 10, AvgManifestSize: 1 << 30}, true, "manifest-number 10 ≥ maxManifestNumber 10"},
+		{"manifests: few", policy.ManifestRewrite, `{}`,
+			sampler.Metrics{ManifestNumber: 1, AvgManifestSize: 5000}, false, "below thresholds: manifest-number 1"},
+		{"expiry: none", policy.SnapshotExpiry, `{}`, sampler.Metrics{}, false, "table has no snapshot"},
+		{"expiry: too young", policy.SnapshotExpiry, `{"rewriteOptions": {"older-than-ms": 86400000}}`,
+			sampler.Metrics{SnapshotNumber: 9, OldestSnapshotAgeMs: hour}, false, "oldest snapshot is 1h0m0s old, younger than older-than 24h0m0s"},
+		{"expiry: old enough", policy.SnapshotExpiry, `{"rewriteOptions": {"older-than-ms": 3600000}}`,
+			sampler.Metrics{SnapshotNumber: 9, OldestSnapshotAgeMs: 2 * hour}, true, "9 snapshots, the oldest 2h0m0s old ≥ older-than 1h0m0s"},
+		{"expiry: table retention", policy.SnapshotExpiry, `{}`,
+			sampler.Metrics{SnapshotNumber: 9, OldestSnapshotAgeMs: hour}, true, "the retention is the table's history.expire.* properties"},
+		{"orphans", policy.OrphanCleanup, `{}`, sampler.Metrics{}, true, "the runner lists the table location"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := policy.Decide(tc.typ, json.RawMessage(tc.content), tc.m)
+			require.NoError(t, err)
+			require.Equal(t, tc.work, v.Work, v.Reason)
+			require.Contains(t, v.Reason, tc.reason)
+		})
+	}
+	_, err := policy.Decide(policy.Compaction, json.RawMessage(`{"minDataFileMse": "x"}`), sampler.Metrics{})
+	require.ErrorContains(t, err, "minDataFileMse")
+	_, err = policy.Decide("vacuum", nil, sampler.Metrics{})
+	require.ErrorContains(t, err, `unknown maintenance type "vacuum"`)
+}
