@@ -124,19 +124,35 @@ func (f *Flow) deferUntil(ctx context.Context, x *scheduler.Execution, kind, rea
 // it is not inside one: its last job finished less than its minimum
 // interval ago.
 func (f *Flow) coolingUntil(ctx context.Context, tableID int64, g gated, now time.Time) (time.Time, error) {
-	d := policy.DefaultMinInterval(g.c.Type)
-	if v, ok := f.cfg.MinInterval[g.c.Type]; ok {
-		d = v
-	}
-	if g.c.MinInterval != nil {
-		d = *g.c.MinInterval
-	}
+	d := f.minInterval(g.c)
 	if d <= 0 {
 		return time.Time{}, nil
 	}
 	last, err := f.st.LastFinished(ctx, tableID, g.p.ID)
-	if err != nil || last.IsZero() || now.Sub(last) >= d {
+	if err != nil {
 		return time.Time{}, err
 	}
-	return last.Add(d), nil
+	return coolingEnd(last, now, d), nil
+}
+
+// minInterval is a policy's cooldown: its minIntervalMs, else the
+// coordinator's task.<type>.minIntervalMs, else the type's default.
+func (f *Flow) minInterval(c policy.Content) time.Duration {
+	d := policy.DefaultMinInterval(c.Type)
+	if v, ok := f.cfg.MinInterval[c.Type]; ok {
+		d = v
+	}
+	if c.MinInterval != nil {
+		d = *c.MinInterval
+	}
+	return d
+}
+
+// coolingEnd is when a cooldown of d after a job that finished at last
+// ends, zero if it has ended by now (or there was no job, or no cooldown).
+func coolingEnd(last, now time.Time, d time.Duration) time.Time {
+	if d <= 0 || last.IsZero() || now.Sub(last) >= d {
+		return time.Time{}
+	}
+	return last.Add(d)
 }
