@@ -287,4 +287,3 @@ func taskState(what string, t store.Task) string {
 	}
 	return what
 }
-

@@ -69,7 +69,7 @@ func TestPlan(t *testing.T) {
 			sample(small, compaction.ID, 11, 10, now.Add(-time.Hour))
 			sample(big, compaction.ID, 21, 5000, now.Add(-2*time.Hour))
 			sample(big, compaction.ID, 22, 4000, now.Add(-time.Hour)) // the newest of the pair
-			sample(big, store.NoPolicy, 23, 1, now.Add(-time.Minute))  // newer, but the pair's own row wins
+			sample(big, store.NoPolicy, 23, 1, now.Add(-time.Minute)) // newer, but the pair's own row wins
 			// Task rows: the policy's next crontab instant; a commit pending on small.
 			require.NoError(t, flow.SyncPolicyTask(ctx, b.Sch, compaction, now))
 			_, err = b.Sch.ScheduleTask(ctx, store.NewTask{TaskKey: flow.CommitJobKey(small.ID), ExecutionTime: now.Add(2 * time.Second)}, now)
