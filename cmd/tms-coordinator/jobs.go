@@ -55,7 +55,7 @@ type ledgerCmd struct {
 }
 
 func newLedgerCmd(env cli.Env, group, sub string) *ledgerCmd {
-	c := &ledgerCmd{env: env, fs: cli.NewFlags("tms-coordinator", group+" "+sub, env.Stderr)}
+	c := &ledgerCmd{env: env, fs: cli.NewFlags("tms-coordinator", strings.TrimSpace(group+" "+sub), env.Stderr)}
 	c.fs.StringVar(&c.db, "db", dbFromEnv(), "database URL: postgres://… or sqlite://PATH (env TMS_DB)")
 	c.fs.BoolVar(&c.asJSON, "json", false, "print JSON")
 	return c

@@ -1,6 +1,6 @@
 // Command tms-coordinator is the TMS sidecar beside the catalog: it runs the
 // maintenance flow (serve), manages policies (policy), takes commit events
-// (enqueue-commit), reports (status), migrates its database (migrate),
+// (enqueue-commit), reports (status, plan), migrates its database (migrate),
 // checks that the database answers (ping) and measures the scheduling
 // engine (bench: a no-op drain). serve also answers HTTP: health, metrics,
 // commit events and the /v1 resources (see coordinator/httpapi).
@@ -19,6 +19,7 @@ func commands() []cli.Command {
 		{Name: "enqueue-commit", Summary: "tell the coordinator a table got a commit (upserts its commit-job)", Run: runEnqueueCommit},
 		{Name: "status", Summary: "queue depth per task kind, jobs in flight, and each table's last run with before/after metrics", Run: runStatus},
 		{Name: "jobs", Summary: "list, show and cancel maintenance jobs (the ledger's rows)", Run: runJobs},
+		{Name: "plan", Summary: "what would run now and why, per table and policy: the gates and thresholds on the latest metrics (a dry run; nothing is enqueued)", Run: runPlan},
 		{Name: "tables", Summary: "list the maintained tables and show one table's incarnations and job history", Run: runTables},
 		{Name: "policy", Summary: "create, alter, enable, disable, delete, attach, detach, list and show maintenance policies", Run: runPolicy},
 	}

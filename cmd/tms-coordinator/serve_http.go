@@ -101,12 +101,12 @@ func (a *httpAPI) build(st store.Store, sub submit.Submitter, eng *scheduler.Eng
 	if err != nil {
 		return err
 	}
-	res, err := httpapi.NewResources(httpapi.ResourcesConfig{Store: st, Submitter: sub, Log: log.Named("api"),
+	res, err := httpapi.NewResources(httpapi.ResourcesConfig{Store: st, Submitter: sub, Log: log.Named("api"), Plan: fl.Plan,
 		Catalogs: admin.LiveNodeCatalogs(sch, eng.DeadNodeAfter(), time.Now)})
 	if err != nil {
 		return err
 	}
-	ui, err := console.New(console.Config{Store: st, AdminToken: a.tokens[0], ReadToken: a.tokens[1], Log: log.Named("ui"),
+	ui, err := console.New(console.Config{Store: st, AdminToken: a.tokens[0], ReadToken: a.tokens[1], Log: log.Named("ui"), Plan: fl.Plan,
 		Cancel: apiCancel(res), DeadNodeAfter: eng.DeadNodeAfter()})
 	if err != nil {
 		return err

@@ -34,6 +34,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/coordinator/admin"
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/scheduler"
 	"github.com/tms-dev/tms/store"
 )
@@ -67,6 +68,9 @@ type Config struct {
 	// Nil: the job page shows no cancel button and the cancel POST answers
 	// 501.
 	Cancel func(ctx context.Context, jobID int64) (string, error)
+	// Plan computes a page of the plan (serve passes its flow's Plan). Nil:
+	// the plan page answers 501.
+	Plan func(ctx context.Context, q flow.PlanQuery) (flow.Plan, error)
 	// DeadNodeAfter is the heartbeat age after which the queue page calls a
 	// coordinator node dead; serve passes the engine's DeadNodeAfter().
 	// Defaults to scheduler.DefaultHeartbeatInterval ×
@@ -116,8 +120,9 @@ func New(cfg Config) (*Console, error) {
 	c := &Console{cfg: cfg, ledger: ledger, admin: bearer.New(cfg.AdminToken), read: bearer.New(cfg.ReadToken),
 		csrfKey: key, pages: map[string]*template.Template{}}
 	c.sched, _ = store.TasksOf(cfg.Store) // both backends have it; a test double may not
-	funcs := template.FuncMap{"when": c.when, "join": strings.Join, "snap": snap, "tablePath": tablePath}
-	for _, p := range []string{"login", "message", "tables", "table", "job", "jobs", "queue"} {
+	funcs := template.FuncMap{"when": c.when, "whenPtr": c.whenPtr, "join": strings.Join, "snap": snap, "tablePath": tablePath,
+		"list": func(s ...string) []string { return s }}
+	for _, p := range []string{"login", "message", "tables", "table", "job", "jobs", "queue", "plan"} {
 		t, err := template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: template %s: %w", p, err)
@@ -143,11 +148,7 @@ func (c *Console) routes() http.Handler {
 	mux.Handle("GET /ui/queue", c.authed(c.queue))
 	mux.Handle("GET /ui/jobs/{id}", c.authed(c.job))
 	mux.Handle("POST /ui/jobs/{id}/cancel", c.authed(c.cancel))
-	for _, p := range []struct{ path, title string }{{"/ui/plan", "Plan"}} {
-		mux.Handle("GET "+p.path, c.authed(func(w http.ResponseWriter, r *http.Request, s session) {
-			c.message(w, s, http.StatusOK, p.title, "This page is not built yet.")
-		}))
-	}
+	mux.Handle("GET /ui/plan", c.authed(c.plan))
 	mux.Handle("/ui/", c.authed(func(w http.ResponseWriter, r *http.Request, s session) {
 		c.message(w, s, http.StatusNotFound, "Not found", "There is no page "+r.URL.Path+".")
 	}))

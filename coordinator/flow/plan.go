@@ -71,9 +71,9 @@ type Plan struct {
 
 // PlanItem is the plan of one (table, policy).
 type PlanItem struct {
-	TableID  int64       `json:"table_id"`
+	TableID  int64       `json:"tableId"`
 	Table    string      `json:"table"`
-	PolicyID int64       `json:"policy_id"`
+	PolicyID int64       `json:"policyId"`
 	Policy   string      `json:"policy"`
 	Type     policy.Type `json:"type"`
 	// Attached says where the policy is attached: "table …", "namespace
@@ -90,16 +90,16 @@ type PlanItem struct {
 	// Due is when the trigger next fires for this table, and DueBy what
 	// says so; nil when it waits for a commit.
 	Due   *time.Time `json:"due,omitempty"`
-	DueBy string     `json:"due_by,omitempty"`
+	DueBy string     `json:"dueBy,omitempty"`
 	// Sample is the metrics row the thresholds read, nil if none.
 	Sample *PlanSample `json:"sample,omitempty"`
 }
 
 // PlanSample names a metrics row.
 type PlanSample struct {
-	SnapshotID int64     `json:"snapshot_id"`
-	PolicyID   int64     `json:"policy_id"`
-	RecordedAt time.Time `json:"recorded_at"`
+	SnapshotID int64     `json:"snapshotId"`
+	PolicyID   int64     `json:"policyId"`
+	RecordedAt time.Time `json:"recordedAt"`
 }
 
 // Plan computes a page of the plan.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,13 +17,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/coordinator/admin"
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/submit"
 	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
 
 // This file and resources_*.go are the REST resources /v1/policies,
-// /v1/tables and /v1/jobs (see docs/http-api.md). They do no
+// /v1/tables, /v1/jobs and /v1/plan (see docs/http-api.md). They do no
 // authentication: the Server mounts them behind its token check. They
 // trust nothing else: bodies are at most MaxResourceBodyBytes, unknown JSON
 // fields and unknown query parameters are refused, and every bad value is a
@@ -61,6 +63,9 @@ type ResourcesConfig struct {
 	// another catalog is refused (400 naming it) and policy documents mark
 	// each attachment's catalogConfigured.
 	Catalogs admin.CatalogSet
+	// Plan answers GET /v1/plan (serve passes its flow's Plan). Nil: that
+	// route answers 404.
+	Plan func(ctx context.Context, q flow.PlanQuery) (flow.Plan, error)
 }
 
 // resources serves the /v1 resources.
@@ -71,6 +76,7 @@ type resources struct {
 	sub     submit.Submitter
 	log     *zap.Logger
 	now     func() time.Time
+	planFn  func(ctx context.Context, q flow.PlanQuery) (flow.Plan, error)
 	handler http.Handler
 }
 
@@ -100,7 +106,7 @@ func NewResources(cfg ResourcesConfig) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	rs := &resources{st: cfg.Store, ops: ops, ledger: ledger, sub: cfg.Submitter, log: cfg.Log, now: cfg.Now}
+	rs := &resources{st: cfg.Store, ops: ops, ledger: ledger, sub: cfg.Submitter, log: cfg.Log, now: cfg.Now, planFn: cfg.Plan}
 	mux := http.NewServeMux()
 	for _, rt := range []struct {
 		path    string
@@ -118,6 +124,7 @@ func NewResources(cfg ResourcesConfig) (http.Handler, error) {
 		{"/v1/jobs", map[string]http.HandlerFunc{"GET": rs.listJobs}},
 		{"/v1/jobs/{id}", map[string]http.HandlerFunc{"GET": rs.getJob}},
 		{"/v1/jobs/{id}/cancel", map[string]http.HandlerFunc{"POST": rs.cancelJob}},
+		{"/v1/plan", map[string]http.HandlerFunc{"GET": rs.plan}},
 	} {
 		allowed := make([]string, 0, len(rt.methods))
 		for m, h := range rt.methods {

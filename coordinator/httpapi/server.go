@@ -150,7 +150,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/commit-events", s.commitEvents)
 	if s.cfg.Resources != nil {
 		guarded := s.resourceAuth(s.cfg.Resources)
-		for _, p := range []string{"/v1/policies", "/v1/tables", "/v1/jobs"} {
+		for _, p := range []string{"/v1/policies", "/v1/tables", "/v1/jobs", "/v1/plan"} {
 			mux.Handle(p, guarded)
 			mux.Handle(p+"/", guarded)
 		}
