@@ -49,6 +49,10 @@ type PlanQuery struct {
 	// Table is one table, CATALOG.NAMESPACE.TABLE split into its parts
 	// (the live incarnation); empty Catalog means a page of every table.
 	Catalog, Namespace, Name string
+	// Tables, when set, are the tables to plan (at most MaxPlanLimit; a
+	// page of another listing, such as the console's tables page); AfterID
+	// and Limit are then ignored.
+	Tables []store.Table
 	// AfterID pages the tables by id: those above it.
 	AfterID int64
 	// Limit is the page size in tables: 1 to MaxPlanLimit; 0 means
@@ -124,13 +128,19 @@ func (f *Flow) Plan(ctx context.Context, q PlanQuery) (Plan, error) {
 		return Plan{}, err
 	}
 	var tables []store.Table
-	if q.Catalog != "" {
+	switch {
+	case q.Tables != nil:
+		if len(q.Tables) > MaxPlanLimit {
+			return Plan{}, fmt.Errorf("%w: plan of %d tables; at most %d at once", store.ErrInvalidArgument, len(q.Tables), MaxPlanLimit)
+		}
+		tables = q.Tables
+	case q.Catalog != "":
 		t, err := f.st.FindTable(ctx, q.Catalog, q.Namespace, q.Name)
 		if err != nil {
 			return Plan{}, err
 		}
 		tables = []store.Table{t}
-	} else {
+	default:
 		ledger, err := store.LedgerQueriesOf(f.st)
 		if err != nil {
 			return Plan{}, err
@@ -144,7 +154,7 @@ func (f *Flow) Plan(ctx context.Context, q PlanQuery) (Plan, error) {
 		}
 	}
 	out := Plan{Now: now, Items: []PlanItem{}, Tables: len(tables)}
-	if q.Catalog == "" && len(tables) == limit {
+	if q.Tables == nil && q.Catalog == "" && len(tables) == limit {
 		out.Next = tables[len(tables)-1].ID
 	}
 	ids := make([]int64, len(tables))
