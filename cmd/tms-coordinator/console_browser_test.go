@@ -24,7 +24,8 @@ import (
 // login form, the tables page, the compacted table's page whose timeline
 // has one point per metrics row in the ledger, the finished job's page, and
 // a cancel of the queued job, which runs the cancel command and closes its
-// row cancelled. Screenshots of each page go to tmp/artifacts/console.
+// row cancelled; then the jobs, queue and plan pages. Screenshots of each
+// page go to tmp/artifacts/console.
 func TestConsoleInABrowser(t *testing.T) {
 	t.Parallel()
 	db := testdb.PostgresURL(t)
@@ -113,6 +114,19 @@ esac
 	require.Equal(t, store.StatusCancelled, held.Status, held.Error)
 	_, err = os.Stat(filepath.Join(jobs, held.JobID+".cancelled"))
 	require.NoError(t, err, "the cancel reached the platform")
+
+	b.Open(base + "/ui/jobs")
+	require.Contains(t, b.Find("table.recent").Text(), "cancelled")
+	b.Screenshot("jobs")
+	b.Open(base + "/ui/queue")
+	require.Contains(t, b.Find("body").Text(), "policy-expand")
+	b.Screenshot("queue")
+	// Both tables' last jobs finished inside the policy's one-hour
+	// cooldown: the plan says each waits, and why.
+	b.Open(base + "/ui/plan")
+	require.Len(t, b.FindAll("td.verdict-wait"), 2, b.Find("body").Text())
+	require.Contains(t, b.Find("table.plan").Text(), "cooldown until")
+	b.Screenshot("plan")
 	n.stop(t)
 	t.Logf("screenshots in %s", shots)
 }
