@@ -101,6 +101,8 @@ demo: build ## Build the test tables into a temp folder, replay the maintenance 
 	  sleep 5; kill -0 $$pid 2>/dev/null || { echo "serve stopped:"; cat "$$dir/serve.log"; exit 1; }; \
 	  echo; echo "== the coordinator after the replay, an onCommit policy on local.tms and three commits =="; \
 	  bin/tms-coordinator status --db "$$db" || status=1; \
+	  echo; echo "== the plan: what would run now and why (a dry run) =="; \
+	  bin/tms-coordinator plan --db "$$db" || status=1; \
 	  echo; echo "Console: http://$(DEMO_LISTEN)/ui  (log in with the token: $(DEMO_TOKEN))"; \
 	  if [ -t 0 ]; then echo "Ctrl-C stops it."; trap 'kill $$pid 2>/dev/null' INT TERM; wait $$pid; \
 	  else echo "Not on a terminal: stopping in $(DEMO_SERVE_SECONDS) s."; sleep $(DEMO_SERVE_SECONDS); kill $$pid; wait $$pid; fi; \

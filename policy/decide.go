@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/iceberg-go/table/compaction"
+
 	"github.com/tms-dev/tms/sampler"
 )
 
@@ -62,6 +64,26 @@ func (p CompactionOptions) Decide(m sampler.Metrics) Verdict {
 			m.DataFileMSE, p.MinDataFileMse, m.DeleteFileNumber, max(p.MinDeleteFileNumber, 1))}
 	}
 	return Verdict{Work: true, Reason: strings.Join(why, ", ")}
+}
+
+// FewCandidates says, from the metrics alone, when a compaction whose
+// thresholds are met will most likely find no file group: iceberg-go's
+// planner rewrites only groups of at least min-input-files candidate files
+// of one partition, a candidate being a small file, an oversized one (over
+// 1.8 × the target, which the metrics do not count) or one with delete
+// files. Without delete files and with fewer small files than
+// min-input-files, only oversized files could make a group. The runner
+// plans the groups itself; the coordinator's plan uses this to say skip.
+func (p CompactionOptions) FewCandidates(m sampler.Metrics) (string, bool) {
+	minInput := p.MinInputFiles
+	if minInput == 0 {
+		minInput = int64(compaction.DefaultMinInputFiles)
+	}
+	if m.DeleteFileNumber > 0 || m.SmallFileNumber >= minInput {
+		return "", false
+	}
+	return fmt.Sprintf("no file group likely qualifies: %d small data files and no delete files, and a group needs min-input-files %d candidates in one partition",
+		m.SmallFileNumber, minInput), true
 }
 
 // Decide is manifest-rewrite's threshold: at least maxManifestNumber

@@ -54,3 +54,19 @@ func TestDecide(t *testing.T) {
 	_, err = policy.Decide("vacuum", nil, sampler.Metrics{})
 	require.ErrorContains(t, err, `unknown maintenance type "vacuum"`)
 }
+
+func TestFewCandidates(t *testing.T) {
+	t.Parallel()
+	p, err := policy.ParseCompaction(json.RawMessage(`{"rewriteOptions": {"min-input-files": 3}}`))
+	require.NoError(t, err)
+	why, few := p.FewCandidates(sampler.Metrics{DataFileNumber: 2, SmallFileNumber: 2})
+	require.True(t, few)
+	require.Equal(t, "no file group likely qualifies: 2 small data files and no delete files, and a group needs min-input-files 3 candidates in one partition", why)
+	_, few = p.FewCandidates(sampler.Metrics{DataFileNumber: 3, SmallFileNumber: 3})
+	require.False(t, few, "enough small files")
+	_, few = p.FewCandidates(sampler.Metrics{DataFileNumber: 1, SmallFileNumber: 1, DeleteFileNumber: 1})
+	require.False(t, few, "delete files make candidates the metrics cannot count")
+	why, few = policy.CompactionOptions{}.FewCandidates(sampler.Metrics{SmallFileNumber: 4})
+	require.True(t, few)
+	require.Contains(t, why, "min-input-files 5", "iceberg-go's default")
+}

@@ -44,7 +44,7 @@ func TestPlanPage(t *testing.T) {
 		mk("expire", "system_iceberg_snapshot_expiration", `{"schedule": {"onCommit": true}}`, false,
 			store.PolicyObject{Level: store.LevelTable, Catalog: "cat", Namespace: "db", Table: "big"})
 		require.NoError(t, f.st.UpsertSnapshotMetrics(ctx, store.SnapshotMetrics{TableID: big.ID, SnapshotID: 7,
-			Value: json.RawMessage(`{"data-file-number": 4, "data-file-mse": 250}`), RecordedAt: now.Add(-time.Hour)}))
+			Value: json.RawMessage(`{"data-file-number": 6, "small-file-number": 6, "data-file-mse": 250}`), RecordedAt: now.Add(-time.Hour)}))
 
 		r := f.do(http.MethodGet, "/ui/plan", readToken, nil)
 		require.Equal(t, http.StatusOK, r.code, r.body)

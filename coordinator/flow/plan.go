@@ -227,6 +227,13 @@ func (f *Flow) planItem(t store.Table, e store.EffectivePolicy, facts store.Plan
 			it.Verdict, it.Reason = PlanOff, "invalid policy: "+err.Error()
 			return it
 		} else {
+			if v.Work && typ == policy.Compaction {
+				if opts, err := policy.ParseCompaction(p.Content); err == nil {
+					if why, few := opts.FewCandidates(sm); few {
+						v = policy.Verdict{Reason: v.Reason + ", but " + why}
+					}
+				}
+			}
 			it.Thresholds, threshold = v.Reason, &v
 		}
 	}

@@ -38,6 +38,7 @@ func TestPlan(t *testing.T) {
 				return tbl
 			}
 			busy, cool, small, fresh, big := reg("busy", "u1"), reg("cool", "u2"), reg("small", "u3"), reg("fresh", "u4"), reg("big", "u5")
+			lone := reg("lone", "u8")
 			old := reg("again", "u6")
 			again := reg("again", "u7")
 			mk := func(name, typ, content string, enabled bool, obj store.PolicyObject) store.Policy {
@@ -63,13 +64,16 @@ func TestPlan(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, st.FinishJob(ctx, j.ID, j.Fence, store.Finish{Status: store.StatusSucceeded, At: now.Add(-5 * time.Minute)}))
 			sample := func(tbl store.Table, policyID, snap int64, mse float64, at time.Time) {
-				v, _ := json.Marshal(map[string]any{"data-file-number": 10, "data-file-mse": mse, "snapshot-number": 3})
+				v, _ := json.Marshal(map[string]any{"data-file-number": 10, "small-file-number": 10, "data-file-mse": mse, "snapshot-number": 3})
 				require.NoError(t, st.UpsertSnapshotMetrics(ctx, store.SnapshotMetrics{TableID: tbl.ID, PolicyID: policyID, SnapshotID: snap, Value: v, RecordedAt: at}))
 			}
 			sample(small, compaction.ID, 11, 10, now.Add(-time.Hour))
 			sample(big, compaction.ID, 21, 5000, now.Add(-2*time.Hour))
 			sample(big, compaction.ID, 22, 4000, now.Add(-time.Hour)) // the newest of the pair
 			sample(big, store.NoPolicy, 23, 1, now.Add(-time.Minute)) // newer, but the pair's own row wins
+			// lone: over the threshold, but one small file and no deletes.
+			require.NoError(t, st.UpsertSnapshotMetrics(ctx, store.SnapshotMetrics{TableID: lone.ID, PolicyID: compaction.ID, SnapshotID: 31,
+				Value: json.RawMessage(`{"data-file-number": 1, "small-file-number": 1, "data-file-mse": 5000}`), RecordedAt: now.Add(-time.Hour)}))
 			// Task rows: the policy's next crontab instant; a commit pending on small.
 			require.NoError(t, flow.SyncPolicyTask(ctx, b.Sch, compaction, now))
 			_, err = b.Sch.ScheduleTask(ctx, store.NewTask{TaskKey: flow.CommitJobKey(small.ID), ExecutionTime: now.Add(2 * time.Second)}, now)
@@ -79,14 +83,14 @@ func TestPlan(t *testing.T) {
 			require.NoError(t, err)
 			plan, err := fl.Plan(ctx, flow.PlanQuery{Now: now})
 			require.NoError(t, err)
-			require.Equal(t, 7, plan.Tables)
+			require.Equal(t, 8, plan.Tables)
 			require.Zero(t, plan.Next)
 			items := map[string]flow.PlanItem{}
 			for _, it := range plan.Items {
 				require.NotEqual(t, old.ID, it.TableID, "an old incarnation is not planned")
 				items[it.Table+"/"+string(it.Type)] = it
 			}
-			require.Len(t, items, 7, "compaction on six live tables, expiry on big")
+			require.Len(t, items, 8, "compaction on seven live tables, expiry on big")
 			get := func(name string, typ policy.Type) flow.PlanItem {
 				it, ok := items["c.ns."+name+"/"+string(typ)]
 				require.True(t, ok, "no plan item for %s %s: %+v", name, typ, plan.Items)
@@ -119,6 +123,11 @@ func TestPlan(t *testing.T) {
 			require.True(t, now.Truncate(time.Hour).Add(time.Hour).Equal(*it.Due), "the policy-expand row: %s", it.Due)
 			require.Contains(t, it.DueBy, "policy-expand row")
 
+			it = get("lone", policy.Compaction)
+			require.Equal(t, flow.PlanSkip, it.Verdict)
+			require.Equal(t, "data-file-mse 5e+03 ≥ minDataFileMse 1e+03, but no file group likely qualifies: 1 small data files and no delete files, "+
+				"and a group needs min-input-files 5 candidates in one partition", it.Reason)
+
 			it = get("big", policy.SnapshotExpiry)
 			require.Equal(t, flow.PlanOff, it.Verdict)
 			require.Equal(t, "policy disabled", it.Reason)
@@ -147,7 +156,7 @@ func TestPlan(t *testing.T) {
 					break
 				}
 			}
-			require.Len(t, seen, 7)
+			require.Len(t, seen, 8)
 			one, err := fl.Plan(ctx, flow.PlanQuery{Now: now, Catalog: "c", Namespace: "ns", Name: "big"})
 			require.NoError(t, err)
 			require.Len(t, one.Items, 2)
@@ -172,5 +181,5 @@ func TestPlan(t *testing.T) {
 
 func sampleOf(t *testing.T, mse float64) sampler.Metrics {
 	t.Helper()
-	return sampler.Metrics{DataFileNumber: 10, DataFileMSE: mse, SnapshotNumber: 3}
+	return sampler.Metrics{DataFileNumber: 10, SmallFileNumber: 10, DataFileMSE: mse, SnapshotNumber: 3}
 }
