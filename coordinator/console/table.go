@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,11 +17,21 @@ import (
 )
 
 // This file is a table's page: its server-drawn charts over the metrics
-// rows and its job history.
+// rows, with every job marked, and its job history.
+
+// JobMarks bounds the jobs a table page's charts mark: the newest JobMarks
+// created by the last sample (one store.LedgerQueries page). When older
+// jobs also ran within the charted range, the page says they are not
+// marked and links to them.
+const JobMarks = store.MaxQueryLimit
 
 // chartLabels title the table page's charts, in chartSample.values order
-// (chartSample's JSON tags are the sampler's keys).
-var chartLabels = [5]string{"Files (data and delete)", "Small files", "Delete files", "Manifests", "Snapshots"}
+// (chartSample's JSON tags are the sampler's keys); chartNouns name the
+// same metrics in a job marker's title.
+var (
+	chartLabels = [5]string{"Files (data and delete)", "Small files", "Delete files", "Manifests", "Snapshots"}
+	chartNouns  = [5]string{"files", "small files", "delete files", "manifests", "snapshots"}
+)
 
 // Chart geometry, in SVG user units.
 const (
@@ -29,6 +40,9 @@ const (
 	plotW, plotH           = chartW - padL - padR, chartH - padT - padB
 	timelineH              = 40
 	timeLabel              = "2006-01-02 15:04"
+	// minBand is the narrowest job marker: a five-minute job on a year of
+	// samples is a fraction of a pixel wide.
+	minBand = 2
 )
 
 // point is a plotted value.
@@ -47,6 +61,9 @@ type chart struct {
 	Y0, Y1       float64
 	YMax, YMin   string // axis labels
 	TFirst, TEnd string
+	// Jobs is one <rect class="job job-STATUS"> per marked job, built in
+	// charts like timeline.Marks.
+	Jobs template.HTML
 }
 
 // timeline marks every metrics row once, at its recorded time.
@@ -61,6 +78,8 @@ type timeline struct {
 	N      int
 	TFirst string
 	TEnd   string
+	// Jobs marks the jobs as on the charts, titled with their times.
+	Jobs template.HTML
 }
 
 type tableData struct {
@@ -68,7 +87,61 @@ type tableData struct {
 	Name     string
 	Timeline *timeline
 	Charts   []chart
-	Jobs     []store.Job
+	// Marked is how many jobs the charts mark. MarkCut is set when older
+	// jobs in the charted range are not marked (the newest MarkLimit were
+	// read): the oldest one read, whose id is the cursor of the jobs page
+	// that lists the older ones.
+	Marked    int
+	MarkLimit int
+	MarkCut   *store.Job
+	Jobs      []historyRow
+	// MoreJobs says the table has more jobs than the history shows.
+	MoreJobs bool
+}
+
+// historyRow is a job of the page's history table.
+type historyRow struct {
+	store.Job
+	Took string // started to finished (or to now while in flight), "–" if not started
+	// Outcomes is the decoded outcomes column, nil if the column is NULL
+	// or not a list of objects; RawOutcomes is then the column as stored
+	// ("" for NULL).
+	Outcomes    []outcome
+	RawOutcomes string
+}
+
+// outcome is one maintenance type of a finished job, as the runner writes
+// it into the outcomes column (runner.outcome; zero ids are absent there).
+type outcome struct {
+	Type       string `json:"type"`
+	Outcome    string `json:"outcome"`
+	Reason     string `json:"reason"`
+	Error      string `json:"error"`
+	Before     int64  `json:"before_snapshot_id"`
+	After      int64  `json:"after_snapshot_id"`
+	DurationMs *int64 `json:"duration_ms"`
+}
+
+// Took is the type's wall time, "" if not recorded.
+func (o outcome) Took() string {
+	if o.DurationMs == nil {
+		return ""
+	}
+	return (time.Duration(*o.DurationMs) * time.Millisecond).String()
+}
+
+// Snapshots is "before → after", "" if neither is recorded.
+func (o outcome) Snapshots() string {
+	if o.Before == 0 && o.After == 0 {
+		return ""
+	}
+	id := func(v int64) string {
+		if v == 0 {
+			return "–"
+		}
+		return strconv.FormatInt(v, 10)
+	}
+	return id(o.Before) + " → " + id(o.After)
 }
 
 func (c *Console) table(w http.ResponseWriter, r *http.Request, s session) {
@@ -88,11 +161,80 @@ func (c *Console) table(w http.ResponseWriter, r *http.Request, s session) {
 		c.fail(w, r, s, err)
 		return
 	}
-	d := tableData{Table: t, Name: t.Catalog + "." + t.Namespace + "." + t.Name, Jobs: jobs}
+	now := c.cfg.Now()
+	d := tableData{Table: t, Name: t.Catalog + "." + t.Namespace + "." + t.Name, MarkLimit: JobMarks, MoreJobs: len(jobs) == JobHistory}
+	for _, j := range jobs {
+		d.Jobs = append(d.Jobs, history(j, now))
+	}
 	if len(ms) > 0 {
-		d.Timeline, d.Charts = charts(ms)
+		marks, cut, err := c.markedJobs(ctx, t.ID, ms[0].RecordedAt, ms[len(ms)-1].RecordedAt, now)
+		if err != nil {
+			c.fail(w, r, s, err)
+			return
+		}
+		d.Timeline, d.Charts, d.Marked = charts(ms, marks, now)
+		if cut {
+			d.MarkCut = &marks[len(marks)-1]
+		}
 	}
 	c.render(w, s, http.StatusOK, "table", d.Name, d)
+}
+
+// markedJobs reads the jobs the charts over [t0, t1] may mark: the table's
+// newest JobMarks created by t1 (a job created later cannot have run in the
+// range), newest first. cut reports that the next older job still ran
+// within the range, so the page must say older jobs are not marked.
+func (c *Console) markedJobs(ctx context.Context, tableID int64, t0, t1, now time.Time) (jobs []store.Job, cut bool, err error) {
+	// created_at < until; a job created in the millisecond after t1 is
+	// read and then left out by the overlap test.
+	q := store.JobQuery{TableID: tableID, Until: t1.Add(time.Millisecond), Limit: JobMarks}
+	if jobs, err = c.ledger.QueryJobs(ctx, q); err != nil || len(jobs) < JobMarks {
+		return jobs, false, err
+	}
+	q.BeforeID, q.Limit = jobs[len(jobs)-1].ID, 1
+	older, err := c.ledger.QueryJobs(ctx, q)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(older) == 0 {
+		return jobs, false, nil
+	}
+	_, end := jobSpan(older[0], now)
+	return jobs, !end.Before(t0), nil
+}
+
+// jobSpan is when j ran: from its start (its creation if it never started)
+// to its finish, or to now while in flight (never before the start).
+func jobSpan(j store.Job, now time.Time) (start, end time.Time) {
+	start, end = j.StartedAt, j.FinishedAt
+	if start.IsZero() {
+		start = j.CreatedAt
+	}
+	if end.IsZero() {
+		end = now
+	}
+	if end.Before(start) {
+		end = start
+	}
+	return start, end
+}
+
+// history is j as the history table shows it.
+func history(j store.Job, now time.Time) historyRow {
+	h := historyRow{Job: j, Took: "–"}
+	if !j.StartedAt.IsZero() {
+		_, end := jobSpan(j, now)
+		h.Took = age(end.Sub(j.StartedAt))
+		if j.InFlight() {
+			h.Took += " so far"
+		}
+	}
+	if len(j.Outcomes) > 0 {
+		if json.Unmarshal(j.Outcomes, &h.Outcomes) != nil {
+			h.Outcomes, h.RawOutcomes = nil, string(j.Outcomes)
+		}
+	}
+	return h
 }
 
 // findTable resolves a table given as a row id or CATALOG.NAMESPACE.TABLE
@@ -131,12 +273,152 @@ func (c chartSample) values() [5]*float64 {
 	return [5]*float64{c.Files, c.Small, c.Deletes, c.Manifests, c.Snapshots}
 }
 
+// sampleOf reads a metrics row's chart values, keeping the numbers in dst.
+// It scans the object's top level for chartSample's keys itself, as
+// json.Unmarshal into a chartSample would (the last of a repeated key wins;
+// a value that is not a number is absent), without the reflection that was
+// most of a 10,000-sample page's time. Keys match exactly, not in any case
+// as Unmarshal's do: the sampler writes them so. What the scan does not
+// follow (an escaped key, malformed input) goes to json.Unmarshal.
+func sampleOf(raw []byte, dst *[5]float64) [5]*float64 {
+	if v, ok := scanSample(raw, dst); ok {
+		return v
+	}
+	var cs chartSample
+	_ = json.Unmarshal(raw, &cs)
+	return cs.values()
+}
+
+func scanSample(b []byte, dst *[5]float64) (v [5]*float64, ok bool) {
+	i := skipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return v, false
+	}
+	for i = skipSpace(b, i+1); i < len(b) && b[i] != '}'; {
+		if b[i] != '"' {
+			return v, false
+		}
+		j := i + 1
+		for j < len(b) && b[j] != '"' && b[j] != '\\' {
+			j++
+		}
+		if j == len(b) || b[j] == '\\' {
+			return v, false
+		}
+		k := -1
+		switch string(b[i+1 : j]) {
+		case "file-number":
+			k = 0
+		case "small-file-number":
+			k = 1
+		case "delete-file-number":
+			k = 2
+		case "manifest-number":
+			k = 3
+		case "snapshot-number":
+			k = 4
+		}
+		if i = skipSpace(b, j+1); i == len(b) || b[i] != ':' {
+			return v, false
+		}
+		i = skipSpace(b, i+1)
+		end := skipValue(b, i)
+		if end < 0 {
+			return v, false
+		}
+		if k >= 0 {
+			v[k] = nil
+			if c := b[i]; c == '-' || c >= '0' && c <= '9' {
+				if f, err := strconv.ParseFloat(string(b[i:end]), 64); err == nil {
+					dst[k], v[k] = f, &dst[k]
+				}
+			}
+		}
+		switch i = skipSpace(b, end); {
+		case i < len(b) && b[i] == ',':
+			i = skipSpace(b, i+1)
+		case i < len(b) && b[i] == '}':
+		default:
+			return v, false
+		}
+	}
+	return v, i < len(b)
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the JSON value at b[i], -1 if there is none.
+func skipValue(b []byte, i int) int {
+	if i == len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				if i = skipString(b, i); i < 0 {
+					return -1
+				}
+				i-- // the loop steps past the quote
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
+}
+
+// skipString returns the end of the JSON string at b[i], -1 if unclosed.
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
 // charts draws the sample timeline and one chart per chartLabels metric
-// over ms (oldest first, at least one row). The timeline keeps one mark per
-// row (an operator counts samples there); a chart's line keeps, per pixel
-// column, the lowest and highest value, which is all a line of plotW pixels
-// can show.
-func charts(ms []store.SnapshotMetrics) (*timeline, []chart) {
+// over ms (oldest first, at least one row), and marks on each the jobs of
+// jobs that ran within the rows' time range; it returns how many it marked.
+// The timeline keeps one mark per row (an operator counts samples there); a
+// chart's line keeps, per pixel column, the lowest and highest value, which
+// is all a line of plotW pixels can show.
+//
+// A job is a band from its start to its finish (in flight: to now), cut to
+// the range and at least minBand wide, drawn under the line. Its title names
+// the job, its snapshots, and on each chart the metric at its before and
+// after snapshot, read from the rows of those snapshot ids (the newest
+// recorded value; a side without one is a dash, and the part is left out
+// when neither has one). The two values are not drawn as extra points: both
+// are rows of the line already (titled points up to maxTitled rows), and a
+// second mark per job per chart would double a busy table's page for
+// nothing the title does not say.
+func charts(ms []store.SnapshotMetrics, jobs []store.Job, now time.Time) (*timeline, []chart, int) {
 	t0, t1 := ms[0].RecordedAt, ms[len(ms)-1].RecordedAt
 	span := t1.Sub(t0).Seconds()
 	xOf := func(at time.Time) float64 {
@@ -151,10 +433,9 @@ func charts(ms []store.SnapshotMetrics) (*timeline, []chart) {
 	var marks strings.Builder
 	titled := len(ms) <= maxTitled
 	y := strconv.FormatFloat(tl.Y, 'f', -1, 64)
+	nums := make([][5]float64, len(ms))
 	for i, m := range ms {
-		var cs chartSample
-		_ = json.Unmarshal(m.Value, &cs)
-		values[i] = cs.values()
+		values[i] = sampleOf(m.Value, &nums[i])
 		x := strconv.FormatFloat(xOf(m.RecordedAt), 'f', -1, 64)
 		if titled {
 			title := fmt.Sprintf("snapshot %d, policy %d, %s", m.SnapshotID, m.PolicyID, m.RecordedAt.UTC().Format(time.RFC3339))
@@ -165,10 +446,12 @@ func charts(ms []store.SnapshotMetrics) (*timeline, []chart) {
 	}
 	tl.Marks = template.HTML(marks.String()) // numbers and escaped text only
 	tl.N = len(ms)
+	bands := jobBands(ms, values, jobs, now, xOf)
+	tl.Jobs = drawBands(bands, -1, tl.Y-12, 24)
 	var out []chart
 	for ki, label := range chartLabels {
 		ch := chart{Label: label, W: chartW, H: chartH, X0: padL, X1: padL + plotW, Y0: padT, Y1: padT + plotH,
-			TFirst: first, TEnd: last}
+			TFirst: first, TEnd: last, Jobs: drawBands(bands, ki, padT, plotH)}
 		maxV, n := 0.0, 0
 		for _, v := range values {
 			if f := v[ki]; f != nil {
@@ -225,7 +508,147 @@ func charts(ms []store.SnapshotMetrics) (*timeline, []chart) {
 		ch.YMax, ch.YMin = formatMetric(maxV), "0"
 		out = append(out, ch)
 	}
-	return tl, out
+	return tl, out, len(bands)
+}
+
+// band is a job as the charts mark it.
+type band struct {
+	x, w  string // left edge and width, formatted
+	class string
+	// head is the title's escaped start ("job 12 (compaction) succeeded:
+	// snapshot 111 → 222") and when its escaped time span.
+	head, when string
+	// before and after are the metrics at the job's before and after
+	// snapshots, nil if the job has no such id or no row has it.
+	before, after *[5]*float64
+}
+
+// jobBands places the jobs of jobs (newest first) that ran within ms's
+// time range, oldest first so a newer band lies on an older one; values
+// are ms's chart values and xOf the charts' time axis.
+func jobBands(ms []store.SnapshotMetrics, values [][5]*float64, jobs []store.Job, now time.Time, xOf func(time.Time) float64) []band {
+	t0, t1 := ms[0].RecordedAt, ms[len(ms)-1].RecordedAt
+	at := map[int64]*[5]*float64{} // the values at the snapshots the jobs name
+	statuses := store.JobStatuses()
+	var out []band
+	for i := len(jobs) - 1; i >= 0; i-- {
+		j := jobs[i]
+		start, end := jobSpan(j, now)
+		if end.Before(t0) || start.After(t1) {
+			continue
+		}
+		x0, x1 := xOf(maxTime(start, t0)), xOf(minTime(end, t1))
+		if x1-x0 < minBand {
+			x0 = math.Min(math.Max((x0+x1-minBand)/2, padL), padL+plotW-minBand)
+			x1 = x0 + minBand
+		}
+		b := band{x: strconv.FormatFloat(round(x0), 'f', -1, 64), w: strconv.FormatFloat(round(x1-x0), 'f', -1, 64),
+			class: "job job-other"}
+		if slices.Contains(statuses, j.Status) {
+			b.class = "job job-" + string(j.Status)
+		}
+		head := fmt.Sprintf("job %d (%s) %s", j.ID, strings.Join(j.Types, ", "), j.Status)
+		if j.BeforeSnapshotID != nil || j.AfterSnapshotID != nil {
+			head += ": snapshot " + snap(j.BeforeSnapshotID) + " → " + snap(j.AfterSnapshotID)
+		}
+		b.head = template.HTMLEscapeString(head)
+		when := start.UTC().Format(time.RFC3339) + " to "
+		if j.InFlight() {
+			when += "now (in flight)"
+		} else {
+			when += end.UTC().Format(time.RFC3339)
+		}
+		b.when = template.HTMLEscapeString(when)
+		for _, p := range []struct {
+			id  *int64
+			dst **[5]*float64
+		}{{j.BeforeSnapshotID, &b.before}, {j.AfterSnapshotID, &b.after}} {
+			if p.id == nil {
+				continue
+			}
+			v := at[*p.id]
+			if v == nil {
+				v = new([5]*float64)
+				at[*p.id] = v
+			}
+			*p.dst = v
+		}
+		out = append(out, b)
+	}
+	if len(at) > 0 {
+		for i, m := range ms {
+			if v := at[m.SnapshotID]; v != nil {
+				for k, f := range values[i] {
+					if f != nil {
+						v[k] = f
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// drawBands draws bands from y over height h: on chart ki, titled with that
+// metric before → after; on the timeline (ki < 0) with the time span.
+func drawBands(bands []band, ki int, y, h float64) template.HTML {
+	if len(bands) == 0 {
+		return ""
+	}
+	ys, hs := strconv.FormatFloat(y, 'f', -1, 64), strconv.FormatFloat(h, 'f', -1, 64)
+	var sb strings.Builder
+	sb.Grow(len(bands) * 200)
+	for _, b := range bands {
+		for _, s := range []string{`<rect class="`, b.class, `" x="`, b.x, `" y="`, ys, `" width="`, b.w, `" height="`, hs, `"><title>`, b.head} {
+			sb.WriteString(s)
+		}
+		if ki < 0 {
+			sb.WriteString("; ")
+			sb.WriteString(b.when)
+		} else if v := beforeAfter(b, ki); v != "" {
+			sb.WriteString("; ")
+			sb.WriteString(chartNouns[ki])
+			sb.WriteString(" ")
+			sb.WriteString(v)
+		}
+		sb.WriteString("</title></rect>\n")
+	}
+	return template.HTML(sb.String()) // numbers, known words and escaped text only
+}
+
+// beforeAfter is "120 → 8" for metric ki of b, "" if neither side has it.
+func beforeAfter(b band, ki int) string {
+	var bv, av *float64
+	if b.before != nil {
+		bv = b.before[ki]
+	}
+	if b.after != nil {
+		av = b.after[ki]
+	}
+	if bv == nil && av == nil {
+		return ""
+	}
+	f := func(v *float64) string {
+		if v == nil {
+			return "–"
+		}
+		return formatMetric(*v)
+	}
+	return f(bv) + " → " + f(av)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func round(f float64) float64 { return math.Round(f*10) / 10 }
