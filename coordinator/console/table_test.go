@@ -122,9 +122,9 @@ func TestTablePageMarksJobs(t *testing.T) {
 		// now: the x axis is 300 minutes over 564 units from x=60.
 		base := now.Add(-10 * time.Hour)
 		rows := []string{
-			`{"file-number": 120, "small-file-number": 100, "delete-file-number": 10, "manifest-number": 20, "snapshot-number": 30}`,
-			`{"file-number": 130, "small-file-number": 110, "delete-file-number": 11, "manifest-number": 21, "snapshot-number": 31}`,
-			`{"file-number": 8, "small-file-number": 2, "delete-file-number": 0, "manifest-number": 4, "snapshot-number": 2}`,
+			`{"file-number": 120, "small-file-number": 100, "data-file-mse": 4.5e14, "delete-file-number": 10, "manifest-number": 20, "snapshot-number": 30}`,
+			`{"file-number": 130, "small-file-number": 110, "data-file-mse": 5e14, "delete-file-number": 11, "manifest-number": 21, "snapshot-number": 31}`,
+			`{"file-number": 8, "small-file-number": 2, "data-file-mse": 1.5e12, "delete-file-number": 0, "manifest-number": 4, "snapshot-number": 2}`,
 			`{"file-number": 9, "small-file-number": 3, "delete-file-number": 1, "manifest-number": 5, "snapshot-number": 3}`,
 			`{"file-number": 50}`, // the other metrics absent at snapshot 104
 			`{"file-number": 7, "small-file-number": 1, "delete-file-number": 0, "manifest-number": 3, "snapshot-number": 1}`,
@@ -153,8 +153,8 @@ func TestTablePageMarksJobs(t *testing.T) {
 		require.NotContains(t, r.body, "<script>x")
 		marked := []store.Job{done, failed, unknown, live}
 		charts := svgs(t, r.body)
-		require.Len(t, charts, 6, "the timeline and five charts")
-		require.Equal(t, 6*len(marked), strings.Count(r.body, `class="job`))
+		require.Len(t, charts, 7, "the timeline and six charts")
+		require.Equal(t, 7*len(marked), strings.Count(r.body, `class="job`))
 		for ci, svg := range charts {
 			rects := jobRect.FindAllStringSubmatch(svg, -1)
 			require.Len(t, rects, len(marked), "chart %d: one marker per job in the range", ci)
@@ -180,7 +180,7 @@ func TestTablePageMarksJobs(t *testing.T) {
 		title := func(ci, i int) string { return jobRect.FindAllStringSubmatch(charts[ci], -1)[i][4] }
 		head := fmt.Sprintf("job %d (compaction, manifest-rewrite) succeeded: snapshot 101 → 102", done.ID)
 		require.Equal(t, head+"; 2030-06-01T03:10:00Z to 2030-06-01T03:50:00Z", title(0, 0))
-		for ci, want := range []string{"files 130 → 8", "small files 110 → 2", "delete files 11 → 0", "manifests 21 → 4", "snapshots 31 → 2"} {
+		for ci, want := range []string{"files 130 → 8", "small files 110 → 2", "data-file MSE 5e+14 → 1.5e+12", "delete files 11 → 0", "manifests 21 → 4", "snapshots 31 → 2"} {
 			require.Equal(t, head+"; "+want, title(ci+1, 0))
 		}
 		require.Equal(t, fmt.Sprintf("job %d (&lt;script&gt;x&lt;/script&gt;) failed: snapshot 103 → –; files 9 → –", failed.ID), title(1, 1))
@@ -212,7 +212,7 @@ func TestTablePageMarksJobs(t *testing.T) {
 		later := f.ran(tbl.ID, types, at(6, 0), at(6, 30), store.StatusSucceeded, 105, 106, "")
 		r = f.do(http.MethodGet, tablePage(tbl), ck, nil)
 		require.Equal(t, http.StatusOK, r.code, r.body)
-		require.Equal(t, 6*len(marked), strings.Count(r.body, `class="job`))
+		require.Equal(t, 7*len(marked), strings.Count(r.body, `class="job`))
 		require.NotContains(t, r.body, fmt.Sprintf("job %d (", later.ID))
 		charts = svgs(t, r.body)
 		require.Equal(t, fmt.Sprintf("job %d (compaction, manifest-rewrite) succeeded: snapshot 104 → 105; files 50 → 7", live.ID), title(1, 3))
@@ -248,7 +248,7 @@ func TestTablePageMarksNewestJobs(t *testing.T) {
 
 	r := f.do(http.MethodGet, tablePage(tbl), ck, nil)
 	require.Equal(t, http.StatusOK, r.code, r.body)
-	require.Equal(t, 6*console.JobMarks, strings.Count(r.body, `class="job`))
+	require.Equal(t, 7*console.JobMarks, strings.Count(r.body, `class="job`))
 	oldest := jobs[2] // the newest JobMarks are jobs[2:]
 	require.Contains(t, r.body, fmt.Sprintf("<title>job %d (compaction) succeeded; ", oldest.ID))
 	require.NotContains(t, r.body, fmt.Sprintf("<title>job %d (", jobs[1].ID))
@@ -277,13 +277,14 @@ func TestTablePageReadsSamples(t *testing.T) {
 		r := f.do(http.MethodGet, tablePage(tbl), f.login(readToken), nil)
 		require.Equal(t, http.StatusOK, r.code, r.body)
 		charts := svgs(t, r.body)
-		require.Len(t, charts, 6)
+		require.Len(t, charts, 7)
 		point := func(h int, v string, snap int) string {
 			return fmt.Sprintf("<title>%s: %s (snapshot %d)</title>", now.Add(time.Duration(h)*time.Hour).Format(time.RFC3339), v, snap)
 		}
 		for i, want := range [][]string{
 			{point(0, "5", 1), point(1, "9", 2), point(2, "4", 3)}, // files: not the nested 99; the last of a repeated key
 			{point(1, "1.25", 2)}, // small files: null is absent
+			nil,                   // data-file MSE: absent
 			nil,                   // delete files: a string is absent
 			{point(0, "20", 1)},
 			{point(0, "-0.5", 1)},
@@ -297,5 +298,5 @@ func TestTablePageReadsSamples(t *testing.T) {
 }
 
 func chartName(i int) string {
-	return []string{"files", "small files", "delete files", "manifests", "snapshots"}[i]
+	return []string{"files", "small files", "data-file MSE", "delete files", "manifests", "snapshots"}[i]
 }
