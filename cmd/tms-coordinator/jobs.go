@@ -106,20 +106,13 @@ func jobMetrics(ctx context.Context, st store.Store, j store.Job) (before, after
 	if err != nil {
 		return nil, nil, err
 	}
-	pick := func(snap *int64) json.RawMessage {
-		var other json.RawMessage
-		for _, m := range ms {
-			if snap == nil || m.SnapshotID != *snap {
-				continue
-			}
-			if m.PolicyID == j.PolicyID {
-				return m.Value
-			}
-			other = m.Value
+	value := func(snap *int64) json.RawMessage {
+		if m := store.MetricsAt(ms, snap, j.PolicyID); m != nil {
+			return m.Value
 		}
-		return other
+		return nil
 	}
-	return pick(j.BeforeSnapshotID), pick(j.AfterSnapshotID), nil
+	return value(j.BeforeSnapshotID), value(j.AfterSnapshotID), nil
 }
 
 func (c *ledgerCmd) printJSON(v any) error {

@@ -107,7 +107,8 @@ func (a *httpAPI) build(st store.Store, sub submit.Submitter, eng *scheduler.Eng
 		return err
 	}
 	ui, err := console.New(console.Config{Store: st, AdminToken: a.tokens[0], ReadToken: a.tokens[1], Log: log.Named("ui"), Plan: fl.Plan,
-		Cancel: apiCancel(res), DeadNodeAfter: eng.DeadNodeAfter()})
+		LocalLogPath: localLogPath(sub),
+		Cancel:       apiCancel(res), DeadNodeAfter: eng.DeadNodeAfter()})
 	if err != nil {
 		return err
 	}
@@ -163,4 +164,12 @@ func (a *httpAPI) serve(ctx context.Context) error {
 		return nil
 	}
 	return a.srv.Serve(ctx, a.ln)
+}
+
+// localLogPath is the local submitter's LogPath, nil for other submitters.
+func localLogPath(sub submit.Submitter) func(int64) string {
+	if l, ok := sub.(*submit.LocalSubmitter); ok {
+		return l.LogPath
+	}
+	return nil
 }

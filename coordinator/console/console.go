@@ -68,6 +68,10 @@ type Config struct {
 	// Nil: the job page shows no cancel button and the cancel POST answers
 	// 501.
 	Cancel func(ctx context.Context, jobID int64) (string, error)
+	// LocalLogPath is where the local submitter of this node writes job
+	// jobID's runner log (serve passes LocalSubmitter.LogPath); nil when
+	// this node submits some other way.
+	LocalLogPath func(jobID int64) string
 	// Plan computes a page of the plan (serve passes its flow's Plan). Nil:
 	// the plan page answers 501.
 	Plan func(ctx context.Context, q flow.PlanQuery) (flow.Plan, error)
@@ -223,6 +227,73 @@ type jobData struct {
 	TableName string
 	Outcomes  string
 	CanCancel bool
+	// Log says where the runner's log is.
+	Log string
+	// Metrics are the metrics at the before and after snapshots, one row
+	// per key either holds, in jobMetricKeys order.
+	Metrics []metricRow
+}
+
+// metricRow is a metric before and after a job.
+type metricRow struct{ Key, Before, After string }
+
+// jobMetricKeys are the sampler's keys (sampler.Metrics) in the order the
+// job page lists them.
+var jobMetricKeys = []string{"file-number", "data-file-number", "small-file-number", "data-file-mse", "avg-file-size",
+	"total-file-size", "record-count", "delete-file-number", "position-delete-file-number", "equality-delete-file-number",
+	"manifest-number", "avg-manifest-size", "snapshot-number", "oldest-snapshot-age-ms", "partition-number"}
+
+// jobMetrics reads the metrics at j's before and after snapshots.
+func (c *Console) jobMetrics(ctx context.Context, j store.Job) ([]metricRow, error) {
+	if j.BeforeSnapshotID == nil && j.AfterSnapshotID == nil {
+		return nil, nil
+	}
+	ms, err := c.cfg.Store.ListSnapshotMetrics(ctx, j.TableID)
+	if err != nil {
+		return nil, err
+	}
+	decode := func(m *store.SnapshotMetrics) map[string]any {
+		var v map[string]any
+		if m != nil {
+			_ = json.Unmarshal(m.Value, &v)
+		}
+		return v
+	}
+	before, after := decode(store.MetricsAt(ms, j.BeforeSnapshotID, j.PolicyID)), decode(store.MetricsAt(ms, j.AfterSnapshotID, j.PolicyID))
+	if before == nil && after == nil {
+		return nil, nil
+	}
+	show := func(v any) string {
+		if f, ok := v.(float64); ok {
+			return formatValue(f)
+		}
+		return formatMetric(v)
+	}
+	var rows []metricRow
+	for _, k := range jobMetricKeys {
+		b, okB := before[k]
+		a, okA := after[k]
+		if okB || okA {
+			rows = append(rows, metricRow{Key: k, Before: show(b), After: show(a)})
+		}
+	}
+	return rows, nil
+}
+
+// jobLog says where job j's runner log is: this node's log folder for the
+// local submitter, or the platform's, under the external id.
+func (c *Console) jobLog(j store.Job) string {
+	switch {
+	case j.JobID == "":
+		return "none yet: the job has not been submitted"
+	case j.Submitter == "local" && c.cfg.LocalLogPath != nil:
+		return fmt.Sprintf("%s on node %s (the local submitter's --log-dir)", c.cfg.LocalLogPath(j.ID), j.Node)
+	case j.Submitter == "local":
+		return fmt.Sprintf("job-%d.log in the --log-dir of node %s", j.ID, j.Node)
+	case j.Submitter == "":
+		return "with the job's platform, external id " + j.JobID
+	}
+	return fmt.Sprintf("with the %s submitter's platform, external id %s", j.Submitter, j.JobID)
 }
 
 func (c *Console) loadJob(w http.ResponseWriter, r *http.Request, s session) (store.Job, bool) {
@@ -244,7 +315,12 @@ func (c *Console) job(w http.ResponseWriter, r *http.Request, s session) {
 	if !ok {
 		return
 	}
-	d := jobData{Job: j, CanCancel: s.Admin && j.InFlight() && c.cfg.Cancel != nil}
+	d := jobData{Job: j, CanCancel: s.Admin && j.InFlight() && c.cfg.Cancel != nil, Log: c.jobLog(j)}
+	var err error
+	if d.Metrics, err = c.jobMetrics(r.Context(), j); err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
 	if t, err := c.cfg.Store.GetTable(r.Context(), j.TableID); err == nil {
 		d.Table = &t
 		d.TableName = t.Catalog + "." + t.Namespace + "." + t.Name

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -327,4 +328,39 @@ func TestQueuePageEmpty(t *testing.T) {
 	require.Contains(t, r.body, "0 in-flight rows read")
 	_, err := console.New(console.Config{Store: f.st, DeadNodeAfter: -time.Second})
 	require.ErrorIs(t, err, store.ErrInvalidArgument)
+}
+
+// TestJobPageMetricsAndLog: a job's page shows the metrics at its before
+// and after snapshots (its policy's rows) and where its runner log is.
+func TestJobPageMetricsAndLog(t *testing.T) {
+	onBackends(t, func(t *testing.T, backend string) {
+		f := setup(t, backend, func(cfg *console.Config) {
+			cfg.LocalLogPath = func(id int64) string { return fmt.Sprintf("/var/log/tms/job-%d.log", id) }
+		})
+		ctx := context.Background()
+		tbl := f.table("orders")
+		j, err := f.st.CreateJob(ctx, store.NewJob{TableID: tbl.ID, PolicyID: 7, Types: []string{"compaction"}, Trigger: store.TriggerCron, Node: "node-a"})
+		require.NoError(t, err)
+		pending := f.do(http.MethodGet, fmt.Sprintf("/ui/jobs/%d", j.ID), readToken, nil)
+		require.Contains(t, pending.body, "none yet: the job has not been submitted")
+		require.Contains(t, pending.body, "No metrics recorded at the job")
+		require.NoError(t, f.st.SetJobID(ctx, j.ID, j.Fence, "local-1-1-x", "local"))
+		require.NoError(t, f.st.StartJob(ctx, j.ID, j.Fence, time.Time{}))
+		require.NoError(t, f.st.SetBeforeSnapshot(ctx, j.ID, j.Fence, 11))
+		after := int64(12)
+		for _, m := range []store.SnapshotMetrics{
+			{TableID: tbl.ID, PolicyID: 7, SnapshotID: 11, Value: json.RawMessage(`{"data-file-number": 200, "data-file-mse": 2.5e17}`)},
+			{TableID: tbl.ID, PolicyID: 9, SnapshotID: 11, Value: json.RawMessage(`{"data-file-number": 999}`)}, // another policy's row
+			{TableID: tbl.ID, PolicyID: 7, SnapshotID: 12, Value: json.RawMessage(`{"data-file-number": 1, "data-file-mse": 0}`)},
+		} {
+			require.NoError(t, f.st.UpsertSnapshotMetrics(ctx, m))
+		}
+		require.NoError(t, f.st.FinishJob(ctx, j.ID, j.Fence, store.Finish{Status: store.StatusSucceeded, AfterSnapshotID: &after}))
+		r := f.do(http.MethodGet, fmt.Sprintf("/ui/jobs/%d", j.ID), readToken, nil)
+		require.Equal(t, http.StatusOK, r.code, r.body)
+		require.Contains(t, r.body, `<tr><td>data-file-number</td><td class="n">200</td><td class="n">1</td></tr>`)
+		require.Contains(t, r.body, `<tr><td>data-file-mse</td><td class="n">2.5e&#43;17</td><td class="n">0</td></tr>`)
+		require.NotContains(t, r.body, ">999<", "the job's policy's row")
+		require.Contains(t, r.body, fmt.Sprintf("/var/log/tms/job-%d.log on node node-a", j.ID))
+	})
 }

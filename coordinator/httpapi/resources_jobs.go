@@ -166,26 +166,8 @@ func (rs *resources) jobDetail(ctx context.Context, id int64) (jobDetail, error)
 		return jobDetail{}, err
 	}
 	return jobDetail{jobDoc: jobDocOf(j), Table: tableDocOf(t), Outcomes: rawOrNull(j.Outcomes), Spec: rawOrNull(j.Spec),
-		MetricsBefore: metricsAt(ms, j.BeforeSnapshotID, j.PolicyID), MetricsAfter: metricsAt(ms, j.AfterSnapshotID, j.PolicyID)}, nil
-}
-
-// metricsAt picks the metrics row of snapshot (nil: none) out of ms
-// (oldest first): the job's policy's if there is one, else the newest.
-func metricsAt(ms []store.SnapshotMetrics, snapshot *int64, policyID int64) *metricsDoc {
-	if snapshot == nil {
-		return nil
-	}
-	var pick *store.SnapshotMetrics
-	for i := range ms {
-		m := &ms[i]
-		if m.SnapshotID != *snapshot {
-			continue
-		}
-		if pick == nil || pick.PolicyID != policyID {
-			pick = m
-		}
-	}
-	return metricsDocOf(pick)
+		MetricsBefore: metricsDocOf(store.MetricsAt(ms, j.BeforeSnapshotID, j.PolicyID)),
+		MetricsAfter:  metricsDocOf(store.MetricsAt(ms, j.AfterSnapshotID, j.PolicyID))}, nil
 }
 
 // cancelResult answers POST /v1/jobs/{id}/cancel.
