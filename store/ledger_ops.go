@@ -200,19 +200,25 @@ func (s *sqlStore) ListJobs(ctx context.Context, tableID int64, limit int) ([]Jo
 	return jobs, nil
 }
 
-// UpsertSnapshotMetrics inserts or replaces a metrics row.
+// UpsertSnapshotMetrics inserts or replaces a metrics row, and in the same
+// transaction makes the table's newest row its table_latest_metrics row
+// (see latestMetricsUpsertSQL).
 func (s *sqlStore) UpsertSnapshotMetrics(ctx context.Context, m SnapshotMetrics) error {
 	if err := validateMetrics(m); err != nil {
 		return err
 	}
 	ph := s.b.param
-	err := s.b.write(ctx, func(q dbQ) error {
+	err := s.b.inTx(ctx, func(q dbQ) error {
 		_, err := q.exec(ctx, `
 			INSERT INTO table_snapshot_metrics (table_id, policy_id, snapshot_id, metrics_value, recorded_at)
 			VALUES (`+ph(1)+`, `+ph(2)+`, `+ph(3)+`, `+s.b.typed(4, "jsonb")+`, `+ph(5)+`)
 			ON CONFLICT (table_id, policy_id, snapshot_id)
 			DO UPDATE SET metrics_value = EXCLUDED.metrics_value, recorded_at = EXCLUDED.recorded_at`,
 			m.TableID, m.PolicyID, m.SnapshotID, string(m.Value), s.b.timeArg(orNow(m.RecordedAt, s.clock)))
+		if err != nil {
+			return err
+		}
+		_, err = q.exec(ctx, latestMetricsUpsertSQL(s.b), m.TableID, m.PolicyID, m.SnapshotID)
 		return err
 	})
 	if s.b.isForeignKey(err) {

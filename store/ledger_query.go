@@ -57,6 +57,11 @@ type LedgerQueries interface {
 	// tables with id > afterID, ascending by id, every incarnation its own
 	// row, with their last job and latest metrics.
 	ListTableStatus(ctx context.Context, afterID int64, limit int) ([]TableStatus, error)
+	// ListTableHealth returns one page of the registered tables, filtered
+	// and ordered by q (unhealthy first by default), with their latest
+	// metrics, last job and newest job of each maintenance type
+	// (table_health.go).
+	ListTableHealth(ctx context.Context, q TableHealthQuery) (TableHealthPage, error)
 }
 
 // LedgerQueriesOf returns the ledger read API of s. Both backends implement

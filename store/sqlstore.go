@@ -79,6 +79,9 @@ type sqlDialect interface {
 	// timeArg is t as a query argument: a time.Time for PostgreSQL's
 	// timestamptz, text in sqliteTimeLayout for SQLite.
 	timeArg(t time.Time) any
+	// jsonNumber renders the number at key of the JSON object expr, NULL
+	// when it is absent or not a number (table_health_*.go).
+	jsonNumber(expr, key string) string
 	// isUnique reports whether err is a violation of the unique index k.
 	isUnique(err error, k uniqueIndex) bool
 	// isForeignKey reports whether err is a foreign key violation.
