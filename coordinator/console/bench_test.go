@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"html"
 	"math"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/coordinator/console"
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/migrations"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
@@ -245,6 +247,9 @@ func BenchmarkConsolePages(b *testing.B) {
 					if n := strings.Count(body, `<td class="n">`); len(rows) == 0 || n != len(rows)*benchMetricCells {
 						b.Fatalf("GET %s: %d rows, %d metric cells", path, len(rows), n)
 					}
+					if n := strings.Count(body, "compaction: bench-compaction <span class=\"verdict-"); n != len(rows) {
+						b.Fatalf("GET %s: %d rows, %d with their compaction policy's plan", path, len(rows), n)
+					}
 					for _, r := range rows {
 						if seen[r[1]] {
 							b.Fatalf("GET %s: %s again", path, r[1])
@@ -467,7 +472,29 @@ func seedConsoleBench(b *testing.B, backend string) (store.Store, http.Handler, 
 	summary := fmt.Sprintf("%s: seeded %d tables (RegisterTables %.1fs) and %d metrics rows + %d job rows in %.1fs (migration 0010 over them: %.1fs)",
 		backend, benchTables, registered.Seconds(), benchMetricRows, jobs, seeded.Seconds(), backfilled.Seconds())
 
-	c, err := console.New(console.Config{Store: st, AdminToken: adminToken, ReadToken: readToken, Log: log})
+	// Two policies over every table, as serve plans them: an hourly
+	// compaction (its policy-expand row synced) and an onCommit expiry.
+	pol, err := store.PoliciesOf(st)
+	require.NoError(b, err)
+	sch, err := store.TasksOf(st)
+	require.NoError(b, err)
+	for _, p := range []struct{ name, typ, content, ns string }{
+		{"bench-compaction", "system_iceberg_compaction", `{"schedule": {"crontab": "@hourly"}}`, ""},
+		{"bench-expiry", "system_iceberg_snapshot_expiration", `{"schedule": {"onCommit": true}, "retain-last": 5}`, "db"},
+	} {
+		created, err := pol.CreatePolicy(ctx, store.NewPolicy{Name: p.name, Type: p.typ, Enabled: true, Content: json.RawMessage(p.content)})
+		require.NoError(b, err)
+		obj := store.PolicyObject{Level: store.LevelCatalog, Catalog: "bench"}
+		if p.ns != "" {
+			obj = store.PolicyObject{Level: store.LevelNamespace, Catalog: "bench", Namespace: p.ns}
+		}
+		_, _, err = pol.Attach(ctx, p.name, obj)
+		require.NoError(b, err)
+		require.NoError(b, flow.SyncPolicyTask(ctx, sch, created, time.Now()))
+	}
+	fl, err := flow.NewFlow(st, nil, flow.FlowConfig{DBURL: "unused://the plan submits nothing", Log: log})
+	require.NoError(b, err)
+	c, err := console.New(console.Config{Store: st, AdminToken: adminToken, ReadToken: readToken, Log: log, Plan: fl.Plan})
 	require.NoError(b, err)
 	return st, c.Handler(), seedInfo{took: seeded, summary: summary}
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
@@ -82,6 +84,8 @@ type tablesData struct {
 	// Prev and Next are the neighbouring pages, First the first page (for
 	// a page past the end); "" where there is none.
 	Prev, Next, First string
+	// Planned is set when the rows carry their plan (the console has one).
+	Planned bool
 }
 
 // tablesHead is a column header: a link that sorts by the column, if it
@@ -111,6 +115,14 @@ type tablesRow struct {
 	Unhealthy bool
 	// Types is the newest job of each maintenance type, in Types order.
 	Types []typeCell
+	// Plan is the plan of each effective policy of the table (nil without
+	// a plan on this console), and Due the earliest instant one of them
+	// next fires, with DueBy saying what says so; OnCommit is set when an
+	// onCommit policy waits for a commit.
+	Plan     []flow.PlanItem
+	Due      *time.Time
+	DueBy    string
+	OnCommit bool
 }
 
 // typeCell is a table's newest job of one maintenance type and that type's
@@ -259,6 +271,11 @@ func (c *Console) tables(w http.ResponseWriter, r *http.Request, s session) {
 	for i, th := range page.Tables {
 		d.Rows[i] = tableRowOf(th, d.Types)
 	}
+	if err := c.planRows(r.Context(), d.Rows); err != nil {
+		c.fail(w, r, s, err)
+		return
+	}
+	d.Planned = c.cfg.Plan != nil
 	if n := len(page.Tables); n > 0 {
 		d.From, d.To = hq.Offset+1, hq.Offset+n
 	} else if hq.Offset > 0 {
@@ -269,6 +286,9 @@ func (c *Console) tables(w http.ResponseWriter, r *http.Request, s session) {
 	}
 	if hq.Offset+hq.Limit < page.Total {
 		d.Next = link(sort, order, hq.Offset+hq.Limit)
+	}
+	if d.Planned {
+		d.Columns += 2
 	}
 	c.render(w, s, http.StatusOK, "tables", "Tables", d)
 }
@@ -400,4 +420,34 @@ func formatAge(v any) string {
 		return two(int64(d/time.Second), "s", 0, "")
 	}
 	return two(int64(d/time.Millisecond), "ms", 0, "")
+}
+
+// planRows adds the plan of the page's tables: their effective policies,
+// each one's verdict, and when the next of them is due (flow.Plan of the
+// listed tables, a few queries for the whole page).
+func (c *Console) planRows(ctx context.Context, rows []tablesRow) error {
+	if c.cfg.Plan == nil || len(rows) == 0 {
+		return nil
+	}
+	tables := make([]store.Table, len(rows))
+	at := make(map[int64]int, len(rows))
+	for i, row := range rows {
+		tables[i], at[row.ID] = row.Table, i
+	}
+	p, err := c.cfg.Plan(ctx, flow.PlanQuery{Tables: tables, Now: c.cfg.Now()})
+	if err != nil {
+		return err
+	}
+	for _, it := range p.Items {
+		row := &rows[at[it.TableID]]
+		row.Plan = append(row.Plan, it)
+		switch {
+		case it.Verdict == flow.PlanOff:
+		case it.Due != nil && (row.Due == nil || it.Due.Before(*row.Due)):
+			row.Due, row.DueBy = it.Due, it.Policy+": "+it.DueBy
+		case it.Due == nil && slices.Contains(it.Triggers, "onCommit"):
+			row.OnCommit = true
+		}
+	}
+	return nil
 }

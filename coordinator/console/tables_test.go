@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tms-dev/tms/coordinator/console"
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -274,4 +276,38 @@ func TestUnknownPage(t *testing.T) {
 	r := f.do(http.MethodGet, "/ui/nope", f.login(readToken), nil)
 	require.Equal(t, http.StatusNotFound, r.code)
 	require.Contains(t, r.body, "There is no page /ui/nope.")
+}
+
+// TestTablesPageShowsPlan: with a plan, each row lists its effective
+// policies with their verdicts and the next instant one of them is due.
+func TestTablesPageShowsPlan(t *testing.T) {
+	t.Parallel()
+	f := setup(t, store.BackendSQLite, func(cfg *console.Config) {
+		fl, err := flow.NewFlow(cfg.Store, nil, flow.FlowConfig{DBURL: "unused://the plan submits nothing"})
+		require.NoError(t, err)
+		cfg.Plan = fl.Plan
+	})
+	ctx := context.Background()
+	pol, err := store.PoliciesOf(f.st)
+	require.NoError(t, err)
+	sch, err := store.TasksOf(f.st)
+	require.NoError(t, err)
+	covered, other := f.table("covered"), f.table("<b>other</b>")
+	p, err := pol.CreatePolicy(ctx, store.NewPolicy{Name: "hourly", Type: "system_iceberg_compaction", Enabled: true,
+		Content: json.RawMessage(`{"schedule": {"crontab": "@hourly"}}`)})
+	require.NoError(t, err)
+	_, _, err = pol.Attach(ctx, "hourly", store.PolicyObject{Level: store.LevelTable, Catalog: "cat", Namespace: "db", Table: covered.Name})
+	require.NoError(t, err)
+	require.NoError(t, flow.SyncPolicyTask(ctx, sch, p, now))
+	row, err := sch.GetTask(ctx, flow.ExpandKey(p.ID))
+	require.NoError(t, err)
+
+	r := f.do(http.MethodGet, "/ui?sort=name", readToken, nil)
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	require.Contains(t, r.body, "<th>Policies (plan)</th><th>Next due</th>")
+	require.Equal(t, 2, strings.Count(r.body, `<td class="plan">`))
+	require.Contains(t, r.body, `compaction: hourly <span class="verdict-run">run</span>`, "no sample yet: the runner samples first")
+	require.Contains(t, r.body, row.ExecutionTime.UTC().Format("2006-01-02 15:04:05Z"), "the policy-expand row's instant")
+	require.Contains(t, r.body, `<td class="plan">none</td>`, "%s has no policy", other.Name)
+	require.NotContains(t, r.body, "<b>other</b>")
 }
