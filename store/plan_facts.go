@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -33,9 +34,9 @@ type PlanFacts struct {
 	// LastFinished maps a (table, policy) to LastFinished's answer; absent
 	// means zero.
 	LastFinished map[TablePolicy]time.Time
-	// Metrics maps a (table, policy) to the pair's newest metrics row (by
-	// recorded_at, then snapshot id); NoPolicy rows are the runner's without
-	// a policy (replay, manual runs).
+	// Metrics maps a (table, effective policy) to the pair's newest metrics
+	// row (by recorded_at, then snapshot id); pairs without a row are
+	// absent.
 	Metrics map[TablePolicy]SnapshotMetrics
 	// Latest maps a table id to its newest metrics row of any policy (by
 	// recorded_at, policy id, snapshot id, as ListTableStatus orders them).
@@ -171,16 +172,45 @@ func (s *sqlStore) PlanFacts(ctx context.Context, tableIDs []int64) (PlanFacts, 
 		return f, s.b.wrap("plan facts: last finished", err)
 	}
 
-	ms, err := collect(ctx, r, scanMetrics, `SELECT table_id, policy_id, snapshot_id, metrics_value, recorded_at FROM (
-		SELECT m.*, row_number() OVER (PARTITION BY table_id, policy_id ORDER BY recorded_at DESC, snapshot_id DESC) AS rn
-		FROM table_snapshot_metrics m WHERE table_id IN `+in+`) r WHERE rn = 1`, args...)
+	// The table's newest row is table_latest_metrics' (kept by
+	// UpsertSnapshotMetrics); a pair's newest is one index probe each, only
+	// for the pairs of the effective policies, in one statement.
+	latest, err := collect(ctx, r, scanMetrics, `SELECT table_id, policy_id, snapshot_id, metrics_value, recorded_at
+		FROM table_latest_metrics WHERE table_id IN `+in, args...)
 	if err != nil {
-		return f, s.b.wrap("plan facts: metrics", err)
+		return f, s.b.wrap("plan facts: latest metrics", err)
 	}
-	for _, m := range ms {
-		f.Metrics[TablePolicy{m.TableID, m.PolicyID}] = m
-		if cur, ok := f.Latest[m.TableID]; !ok || newerMetrics(m, cur) {
-			f.Latest[m.TableID] = m
+	for _, m := range latest {
+		f.Latest[m.TableID] = m
+	}
+	var pairs []TablePolicy
+	for _, id := range ids {
+		for _, e := range f.Effective[id] {
+			k := TablePolicy{id, e.Policy.ID}
+			if m, ok := f.Latest[id]; ok && m.PolicyID == k.PolicyID {
+				f.Metrics[k] = m // the table's newest row is the pair's
+				continue
+			}
+			pairs = append(pairs, k)
+		}
+	}
+	for len(pairs) > 0 { // at most 200 probes a statement
+		chunk := pairs[:min(len(pairs), 200)]
+		pairs = pairs[len(chunk):]
+		probes := make([]string, len(chunk))
+		pargs := make([]any, 0, 2*len(chunk))
+		for i, k := range chunk {
+			probes[i] = `SELECT * FROM (SELECT table_id, policy_id, snapshot_id, metrics_value, recorded_at
+				FROM table_snapshot_metrics WHERE table_id = ` + p(2*i+1) + ` AND policy_id = ` + p(2*i+2) + `
+				ORDER BY recorded_at DESC, snapshot_id DESC LIMIT 1) p` + strconv.Itoa(i)
+			pargs = append(pargs, k.TableID, k.PolicyID)
+		}
+		ms, err := collect(ctx, r, scanMetrics, strings.Join(probes, "\nUNION ALL\n"), pargs...)
+		if err != nil {
+			return f, s.b.wrap("plan facts: metrics", err)
+		}
+		for _, m := range ms {
+			f.Metrics[TablePolicy{m.TableID, m.PolicyID}] = m
 		}
 	}
 	return f, nil
