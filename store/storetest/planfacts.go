@@ -82,16 +82,16 @@ func ExercisePlanReads(t *testing.T, open func(t *testing.T) store.Store) {
 		require.Equal(t, running.ID, f.InFlight[a.ID][0].ID)
 		require.Empty(t, f.InFlight[newB.ID])
 
-		for _, k := range []store.TablePolicy{{newB.ID, catWide.ID}, {newB.ID, expiry.ID}, {a.ID, onA.ID}} {
+		for _, k := range []store.TablePolicy{{TableID: newB.ID, PolicyID: catWide.ID}, {TableID: newB.ID, PolicyID: expiry.ID}, {TableID: a.ID, PolicyID: onA.ID}} {
 			want, err := b.s.LastFinished(b.ctx, k.TableID, k.PolicyID)
 			require.NoError(t, err)
 			require.True(t, want.Equal(f.LastFinished[k]), "%+v: %s vs %s", k, want, f.LastFinished[k])
 		}
-		require.False(t, f.LastFinished[store.TablePolicy{newB.ID, catWide.ID}].IsZero())
+		require.False(t, f.LastFinished[store.TablePolicy{TableID: newB.ID, PolicyID: catWide.ID}].IsZero())
 
-		require.Equal(t, newestOfA.SnapshotID, f.Metrics[store.TablePolicy{a.ID, onA.ID}].SnapshotID)
-		require.Equal(t, ofExpiry.SnapshotID, f.Metrics[store.TablePolicy{a.ID, expiry.ID}].SnapshotID)
-		require.NotContains(t, f.Metrics, store.TablePolicy{a.ID, store.NoPolicy}, "only the effective policies' pairs are read")
+		require.Equal(t, newestOfA.SnapshotID, f.Metrics[store.TablePolicy{TableID: a.ID, PolicyID: onA.ID}].SnapshotID)
+		require.Equal(t, ofExpiry.SnapshotID, f.Metrics[store.TablePolicy{TableID: a.ID, PolicyID: expiry.ID}].SnapshotID)
+		require.NotContains(t, f.Metrics, store.TablePolicy{TableID: a.ID, PolicyID: store.NoPolicy}, "only the effective policies' pairs are read")
 		require.Equal(t, newestOfA.SnapshotID, f.Latest[a.ID].SnapshotID)
 		require.NotContains(t, f.Latest, newB.ID)
 		// The table's newest of any policy is ListTableStatus' latest row.
