@@ -94,6 +94,7 @@ type Console struct {
 	sched       store.Scheduler // nil if the store has no task table
 	admin, read bearer.Token
 	csrfKey     []byte
+	logins      loginLimiter
 	pages       map[string]*template.Template
 	handler     http.Handler
 }

@@ -5,9 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/tms-dev/tms/internal/bearer"
 )
@@ -108,9 +113,18 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.render(w, session{}, http.StatusBadRequest, "login", "Log in", loginData{Error: "Bad form: " + err.Error()})
 		return
 	}
+	addr := clientAddr(r)
+	if wait := c.logins.blocked(addr, c.cfg.Now()); wait > 0 {
+		secs := int(wait.Round(time.Second) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+		c.render(w, session{}, http.StatusTooManyRequests, "login", "Log in", loginData{Error: fmt.Sprintf(
+			"Too many failed logins from %s: try again in %d s.", addr, max(secs, 1))})
+		return
+	}
 	tok := r.PostForm.Get("token")
 	isAdmin, isRead := c.admin.Matches(tok), c.read.Matches(tok)
 	if tok == "" || (!isAdmin && !isRead) {
+		c.logins.failed(addr, c.cfg.Now())
 		c.render(w, session{}, http.StatusUnauthorized, "login", "Log in", loginData{Error: "Invalid token."})
 		return
 	}
@@ -150,4 +164,77 @@ func (c *Console) csrfOK(w http.ResponseWriter, r *http.Request, s session) bool
 		return false
 	}
 	return true
+}
+
+// Failed logins allowed per client address within loginWindow; the next
+// attempt from that address, right token or not, answers 429 until the
+// window that began with its first failure ends.
+const (
+	loginFailures = 10
+	loginWindow   = time.Minute
+	// loginAddrs bounds the addresses remembered; past it, windows that
+	// ended are dropped, and if none has, all are (an attack from that many
+	// addresses is not one a per-address limit stops).
+	loginAddrs = 10_000
+)
+
+// loginLimiter counts failed logins per client address in fixed windows.
+// Behind a reverse proxy every client is the proxy's address: the limit is
+// then the proxy's, which still bounds guessing.
+type loginLimiter struct {
+	mu sync.Mutex
+	by map[string]loginWindowState
+}
+
+type loginWindowState struct {
+	start time.Time
+	n     int
+}
+
+// blocked returns how long addr must wait, 0 if it may try.
+func (l *loginLimiter) blocked(addr string, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st, ok := l.by[addr]
+	if !ok || st.n < loginFailures {
+		return 0
+	}
+	if end := st.start.Add(loginWindow); now.Before(end) {
+		return end.Sub(now)
+	}
+	delete(l.by, addr)
+	return 0
+}
+
+// failed counts a failed login of addr at now.
+func (l *loginLimiter) failed(addr string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.by == nil {
+		l.by = map[string]loginWindowState{}
+	}
+	st, ok := l.by[addr]
+	if !ok || !now.Before(st.start.Add(loginWindow)) {
+		if !ok && len(l.by) >= loginAddrs {
+			for a, s := range l.by {
+				if !now.Before(s.start.Add(loginWindow)) {
+					delete(l.by, a)
+				}
+			}
+			if len(l.by) >= loginAddrs {
+				clear(l.by)
+			}
+		}
+		st = loginWindowState{start: now}
+	}
+	st.n++
+	l.by[addr] = st
+}
+
+// clientAddr is the host part of r's remote address.
+func clientAddr(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }
