@@ -93,7 +93,7 @@ demo: build ## Build the test tables into a temp folder, replay the maintenance 
 	  echo '{"schedule": {"onCommit": true}, "minIntervalMs": 0}' >"$$dir/on-commit.json"; \
 	  bin/tms-coordinator policy create --db "$$db" --name demo-compaction --type compaction --content-file "$$dir/on-commit.json" >/dev/null && \
 	  bin/tms-coordinator policy attach --db "$$db" --name demo-compaction --object local.tms >/dev/null || exit 1; \
-	  bin/tms-coordinator serve --db "$$db" --warehouse-dir "$$dir" --listen $(DEMO_LISTEN) --log-dir "$$dir/logs" \
+	  bin/tms-coordinator serve --db "$$db" --warehouse-dir "$$dir" --listen $(DEMO_LISTEN) --log-dir "$$dir/logs" --poll-interval 1s \
 	    --admin-token "file:$$dir/token" >"$$dir/serve.log" 2>&1 & pid=$$!; \
 	  for t in tms.small_files tms.partitioned tms.deletes; do \
 	    bin/tms-coordinator enqueue-commit --db "$$db" --warehouse-dir "$$dir" --table "local.$$t" --commit-delay 0s >/dev/null || status=1; \
