@@ -53,6 +53,10 @@ type LedgerQueries interface {
 	// ErrInvalidArgument for a limit out of range, an unknown status or
 	// Until not after Since.
 	QueryJobs(ctx context.Context, q JobQuery) ([]Job, error)
+	// ListTables returns up to limit (1 to MaxQueryLimit) registered
+	// tables with id > afterID, ascending by id, every incarnation its own
+	// row.
+	ListTables(ctx context.Context, afterID int64, limit int) ([]Table, error)
 	// ListTableStatus returns up to limit (1 to MaxQueryLimit) registered
 	// tables with id > afterID, ascending by id, every incarnation its own
 	// row, with their last job and latest metrics.
@@ -165,9 +169,8 @@ func lastJobsSQL(p func(int) string) string {
 }
 
 func latestMetricsSQL(p func(int) string) string {
-	return `SELECT table_id, policy_id, snapshot_id, metrics_value, recorded_at FROM (
-		SELECT m.*, row_number() OVER (PARTITION BY table_id ORDER BY recorded_at DESC, policy_id DESC, snapshot_id DESC) AS rn
-		FROM table_snapshot_metrics m WHERE table_id > ` + p(1) + ` AND table_id <= ` + p(2) + `) r WHERE rn = 1`
+	return `SELECT table_id, policy_id, snapshot_id, metrics_value, recorded_at FROM table_latest_metrics
+		WHERE table_id > ` + p(1) + ` AND table_id <= ` + p(2)
 }
 
 // joinTableStatus attaches jobs and metrics to their tables.
@@ -204,17 +207,29 @@ func (s *sqlStore) QueryJobs(ctx context.Context, q JobQuery) ([]Job, error) {
 	return jobs, nil
 }
 
+// ListTables returns a page of tables by id.
+func (s *sqlStore) ListTables(ctx context.Context, afterID int64, limit int) ([]Table, error) {
+	if err := validateQueryLimit(limit); err != nil {
+		return nil, err
+	}
+	tables, err := collect(ctx, s.b.read(), scanTable, tablePageSQL(s.b.param), afterID, limit)
+	if err != nil {
+		return nil, s.b.wrap("list tables", err)
+	}
+	return tables, nil
+}
+
 // ListTableStatus returns a page of tables with their last job and latest
-// metrics.
+// metrics (table_latest_metrics' row).
 func (s *sqlStore) ListTableStatus(ctx context.Context, afterID int64, limit int) ([]TableStatus, error) {
 	if err := validateQueryLimit(limit); err != nil {
 		return nil, err
 	}
-	r := s.b.read()
-	tables, err := collect(ctx, r, scanTable, tablePageSQL(s.b.param), afterID, limit)
+	tables, err := s.ListTables(ctx, afterID, limit)
 	if err != nil {
-		return nil, s.b.wrap("list tables", err)
+		return nil, err
 	}
+	r := s.b.read()
 	if len(tables) == 0 {
 		return []TableStatus{}, nil
 	}
@@ -228,4 +243,26 @@ func (s *sqlStore) ListTableStatus(ctx context.Context, afterID int64, limit int
 		return nil, s.b.wrap("list tables: metrics", err)
 	}
 	return joinTableStatus(tables, jobs, metrics), nil
+}
+
+// MetricsAt picks, out of a table's metrics rows ms (oldest first, as
+// ListSnapshotMetrics returns them), the row of snapshot: the one of
+// policyID if there is one, else the newest; nil when snapshot is nil or
+// has no row. A job's metrics before and after are MetricsAt its before
+// and after snapshot with its policy.
+func MetricsAt(ms []SnapshotMetrics, snapshot *int64, policyID int64) *SnapshotMetrics {
+	if snapshot == nil {
+		return nil
+	}
+	var pick *SnapshotMetrics
+	for i := range ms {
+		m := &ms[i]
+		if m.SnapshotID != *snapshot {
+			continue
+		}
+		if pick == nil || pick.PolicyID != policyID {
+			pick = m
+		}
+	}
+	return pick
 }

@@ -269,25 +269,3 @@ func (s *sqlStore) GetTasks(ctx context.Context, keys []TaskKey) (map[TaskKey]Ta
 	}
 	return out, nil
 }
-
-// MetricsAt picks, out of a table's metrics rows ms (oldest first, as
-// ListSnapshotMetrics returns them), the row of snapshot: the one of
-// policyID if there is one, else the newest; nil when snapshot is nil or
-// has no row. A job's metrics before and after are MetricsAt its before
-// and after snapshot with its policy.
-func MetricsAt(ms []SnapshotMetrics, snapshot *int64, policyID int64) *SnapshotMetrics {
-	if snapshot == nil {
-		return nil
-	}
-	var pick *SnapshotMetrics
-	for i := range ms {
-		m := &ms[i]
-		if m.SnapshotID != *snapshot {
-			continue
-		}
-		if pick == nil || pick.PolicyID != policyID {
-			pick = m
-		}
-	}
-	return pick
-}

@@ -160,10 +160,7 @@ func TestServeCronPolicy(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			dir := testdata.BuildAdjustedT(t, func(r *testdata.Recipe) { r.Appends = min(r.Appends, 8) }, tables...)
-			db := testdb.SQLiteURL(t)
-			if backend == store.BackendPostgres {
-				db = testdb.PostgresURL(t)
-			}
+			db := testdb.URL(t, backend)
 			before := tableChecksums(t, dir, tables...)
 
 			code, _, stderr := run(t, "migrate", "--db", db)

@@ -24,10 +24,7 @@ func TestJobsAndTablesCommands(t *testing.T) {
 	for _, backend := range []string{store.BackendSQLite, store.BackendPostgres} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			db := testdb.SQLiteURL(t)
-			if backend == store.BackendPostgres {
-				db = testdb.PostgresURL(t)
-			}
+			db := testdb.URL(t, backend)
 			code, _, stderr := run(t, "migrate", "--db", db)
 			require.Equal(t, cli.ExitOK, code, stderr)
 			st := ledger(t, db)

@@ -58,16 +58,8 @@ func onBackends(t *testing.T, fn func(t *testing.T, backend string)) {
 // config first.
 func setup(t *testing.T, backend string, mutate func(*console.Config)) *fixture {
 	t.Helper()
-	dbURL := testdb.SQLiteURL(t)
-	if backend == store.BackendPostgres {
-		dbURL = testdb.PostgresURL(t)
-	}
 	log := zaptest.NewLogger(t)
-	_, err := store.Migrate(context.Background(), dbURL, log)
-	require.NoError(t, err)
-	st, err := store.Open(context.Background(), dbURL, log)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	_, st := testdb.OpenMigrated(t, backend, log)
 	f := &fixture{t: t, st: st}
 	cfg := console.Config{Store: st, AdminToken: adminToken, ReadToken: readToken, Log: log,
 		Now: func() time.Time { return now },

@@ -74,14 +74,7 @@ func (e *badParam) Error() string { return "Query parameter " + e.name + ": " + 
 func (c *Console) jobQuery(ctx context.Context, q url.Values) (store.JobQuery, jobFilter, error) {
 	jq := store.JobQuery{Limit: DefaultJobLimit}
 	f := jobFilter{Table: q.Get("table"), InFlight: q.Get("inflight"), Since: q.Get("since"), Until: q.Get("until")}
-	var statuses []string
-	for _, v := range q["status"] {
-		for s := range strings.SplitSeq(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				statuses = append(statuses, s)
-			}
-		}
-	}
+	statuses := statusParam(q)
 	f.Status = strings.Join(statuses, ",")
 	for _, s := range statuses {
 		if !slices.Contains(store.JobStatuses(), store.JobStatus(s)) {
@@ -398,4 +391,18 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s session) {
 		d.Capped = d.Scanned >= InFlightScan
 	}
 	c.render(w, s, http.StatusOK, "queue", "Queue and nodes", d)
+}
+
+// statusParam is the status parameter's values: every status=… given,
+// split at commas, blanks dropped.
+func statusParam(q url.Values) []string {
+	var out []string
+	for _, v := range q["status"] {
+		for s := range strings.SplitSeq(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -53,7 +54,7 @@ func (c *Console) plan(w http.ResponseWriter, r *http.Request, s session) {
 		}
 		pq.AfterID = n
 	}
-	if d.Verdict != "" && !contains(planVerdicts, d.Verdict) {
+	if d.Verdict != "" && !slices.Contains(planVerdicts, d.Verdict) {
 		c.message(w, s, http.StatusBadRequest, "Bad request", fmt.Sprintf("verdict %q: want one of run, skip, wait, off", d.Verdict))
 		return
 	}
@@ -85,15 +86,6 @@ func (c *Console) plan(w http.ResponseWriter, r *http.Request, s session) {
 		d.Next = "/ui/plan?" + v.Encode()
 	}
 	c.render(w, s, http.StatusOK, "plan", "Plan", d)
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // whenPtr formats an optional time for the plan page.

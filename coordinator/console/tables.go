@@ -159,14 +159,7 @@ func tablesQuery(q url.Values) (store.TableHealthQuery, tablesFilter, error) {
 	if len(hq.Search) > store.MaxTableSearch {
 		return hq, f, &badParam{"q", fmt.Sprintf("%d bytes: want at most %d", len(hq.Search), store.MaxTableSearch)}
 	}
-	var statuses []string
-	for _, v := range q["status"] {
-		for s := range strings.SplitSeq(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				statuses = append(statuses, s)
-			}
-		}
-	}
+	statuses := statusParam(q)
 	f.Status = strings.Join(statuses, ",")
 	for _, s := range statuses {
 		switch {

@@ -42,10 +42,7 @@ func TestDiscover(t *testing.T) {
 
 	for _, backend := range []string{store.BackendPostgres, store.BackendSQLite} {
 		t.Run(backend, func(t *testing.T) {
-			url := testdb.SQLiteURL(t)
-			if backend == store.BackendPostgres {
-				url = testdb.PostgresURL(t)
-			}
+			url := testdb.URL(t, backend)
 			_, err := store.Migrate(ctx, url, zaptest.NewLogger(t))
 			require.NoError(t, err)
 			st, err := store.Open(ctx, url, zaptest.NewLogger(t))

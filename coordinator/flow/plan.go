@@ -145,12 +145,8 @@ func (f *Flow) Plan(ctx context.Context, q PlanQuery) (Plan, error) {
 		if err != nil {
 			return Plan{}, err
 		}
-		page, err := ledger.ListTableStatus(ctx, q.AfterID, limit)
-		if err != nil {
+		if tables, err = ledger.ListTables(ctx, q.AfterID, limit); err != nil {
 			return Plan{}, err
-		}
-		for _, ts := range page {
-			tables = append(tables, ts.Table)
 		}
 	}
 	out := Plan{Now: now, Items: []PlanItem{}, Tables: len(tables)}

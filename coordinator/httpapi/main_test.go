@@ -70,16 +70,8 @@ func onBackends(t *testing.T, fn func(t *testing.T, backend string)) {
 // (closed when the test ends).
 func openBackend(t *testing.T, backend string) (string, store.Store, store.Scheduler, *zap.Logger) {
 	t.Helper()
-	dbURL := testdb.SQLiteURL(t)
-	if backend == store.BackendPostgres {
-		dbURL = testdb.PostgresURL(t)
-	}
 	log := zaptest.NewLogger(t)
-	_, err := store.Migrate(context.Background(), dbURL, log)
-	require.NoError(t, err)
-	st, err := store.Open(context.Background(), dbURL, log)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	dbURL, st := testdb.OpenMigrated(t, backend, log)
 	sch, err := store.TasksOf(st)
 	require.NoError(t, err)
 	return dbURL, st, sch, log
