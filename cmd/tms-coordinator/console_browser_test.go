@@ -120,6 +120,7 @@ esac
 	b.Screenshot("jobs")
 	b.Open(base + "/ui/queue")
 	require.Contains(t, b.Find("body").Text(), "policy-expand")
+	require.Contains(t, b.Find("table.nodes").Text(), "healthy (this node)", "serve's own watchdog")
 	b.Screenshot("queue")
 	// Both tables' last jobs finished inside the policy's one-hour
 	// cooldown: the plan says each waits, and why.

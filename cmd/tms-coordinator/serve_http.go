@@ -107,8 +107,8 @@ func (a *httpAPI) build(st store.Store, sub submit.Submitter, eng *scheduler.Eng
 		return err
 	}
 	ui, err := console.New(console.Config{Store: st, AdminToken: a.tokens[0], ReadToken: a.tokens[1], Log: log.Named("ui"), Plan: fl.Plan,
-		LocalLogPath: localLogPath(sub),
-		Cancel:       apiCancel(res), DeadNodeAfter: eng.DeadNodeAfter()})
+		LocalLogPath: localLogPath(sub), NodeID: eng.NodeID(), Watchdog: eng.Healthy,
+		Cancel: apiCancel(res), DeadNodeAfter: eng.DeadNodeAfter()})
 	if err != nil {
 		return err
 	}

@@ -72,6 +72,12 @@ type Config struct {
 	// jobID's runner log (serve passes LocalSubmitter.LogPath); nil when
 	// this node submits some other way.
 	LocalLogPath func(jobID int64) string
+	// NodeID is this coordinator's node id, and Watchdog its engine's
+	// health (serve passes Engine.Healthy: nil, or why the watchdog holds
+	// the node unhealthy). The queue page shows it on this node's row; nil:
+	// not shown.
+	NodeID   string
+	Watchdog func() error
 	// Plan computes a page of the plan (serve passes its flow's Plan). Nil:
 	// the plan page answers 501.
 	Plan func(ctx context.Context, q flow.PlanQuery) (flow.Plan, error)

@@ -288,6 +288,9 @@ type nodeRow struct {
 	Age      string // of the last heartbeat
 	Dead     bool
 	Catalogs string
+	// Watchdog is this node's engine health ("healthy" or the watchdog's
+	// error); other nodes' is not in the ledger, only behind their /readyz.
+	Watchdog string
 }
 
 type queueData struct {
@@ -351,6 +354,13 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s session) {
 			Catalogs: "not reported"}
 		if n.Catalogs != nil {
 			row.Catalogs = strings.Join(n.Catalogs, ", ")
+		}
+		row.Watchdog = "– (its /readyz)"
+		if c.cfg.Watchdog != nil && n.ID == c.cfg.NodeID {
+			row.Watchdog = "healthy (this node)"
+			if err := c.cfg.Watchdog(); err != nil {
+				row.Watchdog = "unhealthy (this node): " + err.Error()
+			}
 		}
 		byID[n.ID] = row
 		d.Nodes = append(d.Nodes, row)

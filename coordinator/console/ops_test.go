@@ -247,7 +247,10 @@ func TestJobsPageEscapesAndCutsErrors(t *testing.T) {
 
 func TestQueuePage(t *testing.T) {
 	onBackends(t, func(t *testing.T, backend string) {
-		f := setup(t, backend, nil)
+		f := setup(t, backend, func(cfg *console.Config) {
+			cfg.NodeID = "node-live"
+			cfg.Watchdog = func() error { return errors.New("claims not heartbeated for <2m>") }
+		})
 		ctx := context.Background()
 		sch, err := store.TasksOf(f.st)
 		require.NoError(t, err)
@@ -290,6 +293,8 @@ func TestQueuePage(t *testing.T) {
 <td>2030-06-01 11:59:50Z</td><td class="n">10s</td><td>2030-06-01 11:00:00Z</td><td>cat, other</td>`)
 		require.Contains(t, nodes, `<td>node-dead</td><td class="status-failed">dead</td>
 <td>2030-06-01 10:00:00Z</td><td class="n">2h0m0s</td><td>2030-06-01 10:00:00Z</td><td>not reported</td>`)
+		require.Contains(t, nodes, "<td>cat, other</td><td>unhealthy (this node): claims not heartbeated for &lt;2m&gt;</td>", "this node's watchdog")
+		require.Contains(t, nodes, "<td>not reported</td><td>– (its /readyz)</td>", "another node's is not in the ledger")
 
 		orphans := section(t, r.body, "Rows owned by dead nodes")
 		require.Contains(t, orphans, "4 in-flight rows read")
