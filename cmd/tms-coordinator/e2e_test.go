@@ -71,7 +71,7 @@ func serve(t *testing.T, db, dir string, extra ...string) *node {
 	f, err := os.Create(logFile)
 	require.NoError(t, err)
 	args := []string{"serve", "--db", db, "--runner", runner,
-		"--log-dir", t.TempDir(), "--poll-interval", "200ms", "--heartbeat-interval", "1s",
+		"--log-dir", t.TempDir(), "--poll-interval", "200ms", "--heartbeat-interval", "2s",
 		"--reconcile-interval", "1s", "--listen", "127.0.0.1:0"}
 	if dir != "" {
 		args = append(args, "--warehouse-dir", dir)

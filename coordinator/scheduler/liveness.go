@@ -12,9 +12,12 @@ import (
 // heartbeat, heartbeats the running claims (cancelling the callbacks of
 // claims it lost), and runs the rescuer. It is also the watchdog: when the
 // node heartbeat has not been written for WatchdogTimeout it reports
-// ErrWatchdog to Run and returns. Each write is bounded by one heartbeat
-// interval, so a hung database is noticed within WatchdogTimeout plus one
-// interval.
+// ErrWatchdog to Run and returns. Each write may take what is left of the
+// watchdog's budget (WatchdogTimeout since the last heartbeat written), and
+// at least one interval: a database slow enough that writes take longer
+// than an interval, but that still answers within the budget, keeps the
+// node alive, and a hung one is noticed within WatchdogTimeout plus at most
+// one interval.
 func (e *Engine) liveness(ctx context.Context) {
 	cfg := e.cfg
 	lastOK := cfg.Clock.Now()
@@ -27,7 +30,7 @@ func (e *Engine) liveness(ctx context.Context) {
 		case <-wait:
 		}
 		now := cfg.Clock.Now()
-		if err := e.heartbeat(ctx, now); err != nil {
+		if err := e.heartbeat(ctx, now, max(cfg.HeartbeatInterval, cfg.WatchdogTimeout-now.Sub(lastOK))); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -46,9 +49,10 @@ func (e *Engine) liveness(ctx context.Context) {
 	}
 }
 
-// heartbeat writes the node row and the running claims' heartbeats.
-func (e *Engine) heartbeat(ctx context.Context, now time.Time) error {
-	hctx, cancel := context.WithTimeout(ctx, e.cfg.HeartbeatInterval)
+// heartbeat writes the node row and the running claims' heartbeats, within
+// budget.
+func (e *Engine) heartbeat(ctx context.Context, now time.Time, budget time.Duration) error {
+	hctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	if err := e.sch.HeartbeatNode(hctx, e.cfg.NodeID, now); err != nil {
 		// A row removed by an operator is recreated; anything else counts

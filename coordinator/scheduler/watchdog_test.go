@@ -91,3 +91,38 @@ func TestWatchdogStopsCutOffNode(t *testing.T) {
 	require.True(t, task.Picked, "the cut-off node wrote nothing more; the rescuer elsewhere revives the row")
 	require.False(t, errors.Is(err, store.ErrStaleFence))
 }
+
+// TestWatchdogSparesSlowDatabase: a database that answers, but slower than
+// one heartbeat interval, does not stop the node. A trigger makes every
+// UPDATE of the node's row sleep 1.5 heartbeat intervals in PostgreSQL;
+// each write may take what is left of WatchdogTimeout, so the heartbeats
+// land and the node keeps running and reports healthy. (When each write was
+// bounded by one interval, every heartbeat timed out and the watchdog
+// stopped the node.)
+func TestWatchdogSparesSlowDatabase(t *testing.T) {
+	t.Parallel()
+	b := coordtest.Setup(t, store.BackendPostgres)
+	cfg := scheduler.Config{
+		NodeID: "slow-db", HeartbeatInterval: 200 * time.Millisecond, MissedHeartbeatsLimit: 10,
+		WatchdogTimeout: 1500 * time.Millisecond,
+	}
+	n := b.StartOn(b.Open(4), cfg, coordtest.RecordKind("idle", ""))
+	testdb.PostgresExec(t, b.URL, `CREATE FUNCTION slow_heartbeat() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$;
+		CREATE TRIGGER slow_heartbeat BEFORE UPDATE ON coordinator_node FOR EACH ROW
+		WHEN (OLD.node_id = 'slow-db') EXECUTE FUNCTION slow_heartbeat()`)
+	slowSince := time.Now()
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- n.Wait() }()
+	select {
+	case err := <-stopped:
+		t.Fatalf("the node stopped on a slow database after %s: %v", time.Since(slowSince), err)
+	case <-time.After(4 * cfg.WatchdogTimeout):
+	}
+	require.NoError(t, n.Healthy())
+	nodes, err := b.Sch.ListNodes(b.Ctx)
+	require.NoError(t, err)
+	require.Len(t, nodes, 1)
+	require.True(t, nodes[0].LastHeartbeat.After(slowSince), "heartbeats kept landing: last %s, slow since %s", nodes[0].LastHeartbeat, slowSince)
+}
