@@ -69,21 +69,38 @@ func (p CompactionOptions) Decide(m sampler.Metrics) Verdict {
 // FewCandidates says, from the metrics alone, when a compaction whose
 // thresholds are met will most likely find no file group: iceberg-go's
 // planner rewrites only groups of at least min-input-files candidate files
-// of one partition, a candidate being a small file, an oversized one (over
-// 1.8 × the target, which the metrics do not count) or one with delete
-// files. Without delete files and with fewer small files than
-// min-input-files, only oversized files could make a group. The runner
-// plans the groups itself; the coordinator's plan uses this to say skip.
+// of one partition (spec id and partition tuple), a candidate being a small
+// file, an oversized one (over 1.8 × the target, which the metrics do not
+// count) or one with delete files. Without delete files, and with fewer
+// small files than min-input-files in every partition, only oversized
+// files could make a group. The per-partition count is
+// max-partition-small-file-number; a row sampled before that metric existed
+// has only the table's small-file-number, which is an upper bound of it.
+// The runner plans the groups itself; the coordinator's plan uses this to
+// say skip.
 func (p CompactionOptions) FewCandidates(m sampler.Metrics) (string, bool) {
 	minInput := p.MinInputFiles
 	if minInput == 0 {
 		minInput = int64(compaction.DefaultMinInputFiles)
 	}
-	if m.DeleteFileNumber > 0 || m.SmallFileNumber >= minInput {
+	if m.DeleteFileNumber > 0 || m.SmallFileNumber >= minInput && !partitionCounted(m) {
 		return "", false
 	}
-	return fmt.Sprintf("no file group likely qualifies: %d small data files and no delete files, and a group needs min-input-files %d candidates in one partition",
-		m.SmallFileNumber, minInput), true
+	if m.SmallFileNumber < minInput {
+		return fmt.Sprintf("no file group likely qualifies: %d small data files and no delete files, and a group needs min-input-files %d candidates in one partition",
+			m.SmallFileNumber, minInput), true
+	}
+	if m.MaxPartitionSmallFileNumber >= minInput {
+		return "", false
+	}
+	return fmt.Sprintf("no file group likely qualifies: %d small data files in %d partitions, at most %d in one, and no delete files, and a group needs min-input-files %d candidates in one partition",
+		m.SmallFileNumber, m.PartitionNumber, m.MaxPartitionSmallFileNumber, minInput), true
+}
+
+// partitionCounted reports whether m carries the per-partition small-file
+// count: a row with small files but a zero maximum predates the metric.
+func partitionCounted(m sampler.Metrics) bool {
+	return m.SmallFileNumber == 0 || m.MaxPartitionSmallFileNumber > 0
 }
 
 // Decide is manifest-rewrite's threshold: at least maxManifestNumber

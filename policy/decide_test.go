@@ -69,4 +69,13 @@ func TestFewCandidates(t *testing.T) {
 	why, few = policy.CompactionOptions{}.FewCandidates(sampler.Metrics{SmallFileNumber: 4})
 	require.True(t, few)
 	require.Contains(t, why, "min-input-files 5", "iceberg-go's default")
+
+	// Enough small files in the table, but spread over partitions.
+	why, few = p.FewCandidates(sampler.Metrics{DataFileNumber: 7, SmallFileNumber: 7, PartitionNumber: 7, MaxPartitionSmallFileNumber: 1})
+	require.True(t, few)
+	require.Equal(t, "no file group likely qualifies: 7 small data files in 7 partitions, at most 1 in one, and no delete files, and a group needs min-input-files 3 candidates in one partition", why)
+	_, few = p.FewCandidates(sampler.Metrics{DataFileNumber: 7, SmallFileNumber: 7, PartitionNumber: 3, MaxPartitionSmallFileNumber: 3})
+	require.False(t, few, "one partition holds enough")
+	_, few = p.FewCandidates(sampler.Metrics{DataFileNumber: 7, SmallFileNumber: 7, PartitionNumber: 7})
+	require.False(t, few, "a row sampled before the per-partition count: the table's count decides")
 }

@@ -90,6 +90,13 @@ type Metrics struct {
 	// tuple) pairs among the live data files. An unpartitioned table with data
 	// has 1.
 	PartitionNumber int64 `json:"partition-number"`
+	// MaxPartitionSmallFileNumber is the most small data files in one
+	// (partition spec id, partition tuple): SmallFileNumber on an
+	// unpartitioned table. iceberg-go's compaction planner groups files by
+	// that pair, so a partition with fewer small files than min-input-files
+	// gives no group from small files alone. Not one of Gravitino's names;
+	// rows written before it was added lack it (read as 0).
+	MaxPartitionSmallFileNumber int64 `json:"max-partition-small-file-number"`
 	// TargetFileSize is the target file size T, in bytes, that SmallFileNumber
 	// and DataFileMSE were computed against.
 	TargetFileSize int64 `json:"target-file-size-bytes"`

@@ -50,7 +50,9 @@ func TestSampleKnownSizes(t *testing.T) {
 		SnapshotNumber:      2,
 		OldestSnapshotAgeMs: 5000,
 		PartitionNumber:     1,
-		TargetFileSize:      1000,
+		// Unpartitioned: the one partition holds both small files.
+		MaxPartitionSmallFileNumber: 2,
+		TargetFileSize:              1000,
 	}, res.Metrics)
 
 	// The option overrides the property: with T = 800 only 100 is small (< 600).
@@ -120,6 +122,7 @@ func TestSamplePartitionNumber(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Metrics.PartitionNumber)
 	require.EqualValues(t, 2, res.Metrics.DataFileNumber)
+	require.EqualValues(t, 1, res.Metrics.MaxPartitionSmallFileNumber, "one small file in each partition")
 
 	// A second file in an existing partition adds no partition; a null
 	// region is a partition of its own.
@@ -128,6 +131,7 @@ func TestSamplePartitionNumber(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 4, res.Metrics.PartitionNumber)
 	require.EqualValues(t, 5, res.Metrics.DataFileNumber)
+	require.EqualValues(t, 2, res.Metrics.MaxPartitionSmallFileNumber, "region b holds two small files")
 }
 
 func TestSampleDeleteFiles(t *testing.T) {
@@ -261,7 +265,7 @@ func TestMetricsJSONKeys(t *testing.T) {
 		"file-number", "data-file-number", "position-delete-file-number", "equality-delete-file-number",
 		"delete-file-number", "small-file-number", "data-file-mse", "avg-file-size", "total-file-size",
 		"record-count", "manifest-number", "avg-manifest-size", "snapshot-number", "oldest-snapshot-age-ms",
-		"partition-number", "target-file-size-bytes",
+		"partition-number", "max-partition-small-file-number", "target-file-size-bytes",
 	}, keys)
 }
 

@@ -21,9 +21,12 @@ type tally struct {
 	smallFiles                       int64
 	totalSize, records               int64
 	sqHi, sqLo                       uint64
-	partitions                       map[string]struct{}
-	tasks                            []table.FileScanTask // live data files, when collect
-	collect                          bool
+	// partitions maps each (spec id, partition tuple) key of a live data
+	// file to the number of small data files in it (a pointer, so that
+	// counting a file in a known partition allocates no key).
+	partitions map[string]*int64
+	tasks      []table.FileScanTask // live data files, when collect
+	collect    bool
 }
 
 // addSquare adds d² to the 128-bit sum of squares.
@@ -46,10 +49,15 @@ func (t *tally) merge(o *tally) {
 	t.sqLo, carry = bits.Add64(t.sqLo, o.sqLo, 0)
 	t.sqHi, _ = bits.Add64(t.sqHi, o.sqHi, carry)
 	if t.partitions == nil {
-		t.partitions = make(map[string]struct{}, len(o.partitions))
+		t.partitions = make(map[string]*int64, len(o.partitions))
 	}
-	for k := range o.partitions {
-		t.partitions[k] = struct{}{}
+	for k, n := range o.partitions {
+		if p, ok := t.partitions[k]; ok {
+			*p += *n
+		} else {
+			v := *n
+			t.partitions[k] = &v
+		}
 	}
 	t.tasks = append(t.tasks, o.tasks...)
 }
@@ -65,6 +73,9 @@ func (t *tally) fill(m *Metrics) {
 	m.TotalFileSize = t.totalSize
 	m.RecordCount = t.records
 	m.PartitionNumber = int64(len(t.partitions))
+	for _, n := range t.partitions {
+		m.MaxPartitionSmallFileNumber = max(m.MaxPartitionSmallFileNumber, *n)
+	}
 	if t.dataFiles > 0 {
 		n := float64(t.dataFiles)
 		m.AvgFileSize = float64(t.totalSize) / n
@@ -107,7 +118,7 @@ func tallyManifests(ctx context.Context, fs iceio.IO, meta table.Metadata, manif
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	total := &tally{partitions: map[string]struct{}{}}
+	total := &tally{partitions: map[string]*int64{}}
 	for i := range results {
 		total.merge(&results[i])
 	}
@@ -122,8 +133,9 @@ func tallyManifest(ctx context.Context, fs iceio.IO, meta table.Metadata, mf ice
 	spec := meta.PartitionSpecByID(specID)
 	unpartitioned := spec != nil && spec.NumFields() == 0
 	specKey := strconv.Itoa(specID)
-	t.partitions = map[string]struct{}{}
+	t.partitions = map[string]*int64{}
 	var key []byte
+	var unpartSmall *int64
 
 	entries := iceberg.EntriesWithProjection(fs, mf, true, iceberg.ManifestEntryProjection{})
 	for entry, err := range entries {
@@ -156,21 +168,29 @@ func tallyManifest(ctx context.Context, fs iceio.IO, meta table.Metadata, mf ice
 		t.dataFiles++
 		t.totalSize += size
 		t.records += df.Count()
+		var isSmall int64
 		if size < small {
 			t.smallFiles++
+			isSmall = 1
 		}
 		if size < target {
 			t.addSquare(uint64(target - max(size, 0)))
 		}
 		if unpartitioned {
-			if len(t.partitions) == 0 {
-				t.partitions[specKey] = struct{}{}
+			// One partition for the whole manifest: its counter is kept.
+			if unpartSmall == nil {
+				unpartSmall = new(int64)
+				t.partitions[specKey] = unpartSmall
 			}
+			*unpartSmall += isSmall
 			continue
 		}
 		key = partitionKey(key[:0], specKey, spec, df.Partition())
-		if _, ok := t.partitions[string(key)]; !ok {
-			t.partitions[string(key)] = struct{}{}
+		if p, ok := t.partitions[string(key)]; ok {
+			*p += isSmall
+		} else {
+			n := isSmall
+			t.partitions[string(key)] = &n
 		}
 	}
 	return nil

@@ -23,11 +23,14 @@ import (
 // each table waits for the policy's cooldown, and its threshold decision on
 // the sample the runner recorded is the runner's reason, word for word:
 // both come from policy.Decide. Changing the threshold with the policy
-// command turns the plan's threshold verdict around without any job.
+// command turns the plan's threshold verdict around without any job. Then
+// tms.partitioned: compacted to one small file in each of its seven
+// partitions, the plan says skip (no partition holds min-input-files small
+// files), and the runner's next job finds no file group.
 func TestPlanAgreesWithTheRunner(t *testing.T) {
 	t.Parallel()
 	db := testdb.SQLiteURL(t)
-	tables := []string{"tms.small_files", "tms.many_snapshots"}
+	tables := []string{"tms.small_files", "tms.many_snapshots", "tms.partitioned"}
 	dir := setupFlow(t, db, tables, "compaction",
 		`{"schedule": {"crontab": "@every 1s"}, "minIntervalMs": 3600000, "minDataFileMse": 1e30}`, "local.tms")
 
@@ -92,6 +95,54 @@ func TestPlanAgreesWithTheRunner(t *testing.T) {
 	require.Len(t, p.Items, 1)
 	require.Equal(t, flow.PlanRun, p.Items[0].Verdict, p.Items[0].Reason)
 	require.True(t, strings.HasPrefix(p.Items[0].Reason, "data-file-mse "), p.Items[0].Reason)
+	// tms.partitioned holds 12 small files in each of its 7 partitions:
+	// enough for a group in one partition.
+	partPlan := func() flow.PlanItem {
+		require.NoError(t, json.Unmarshal([]byte(ok(t, "plan", "--db", db, "--json", "--table", "local.tms.partitioned")), &p))
+		require.Len(t, p.Items, 1)
+		return p.Items[0]
+	}
+	it := partPlan()
+	require.Equal(t, flow.PlanRun, it.Verdict, it.Reason)
+
+	// With the cooldown gone serve compacts it to one file per partition,
+	// and then the plan says skip: seven small files, but at most one in a
+	// partition. The runner agrees: the next job finds no file group.
+	n = serve(t, db, dir)
+	part := registered(t, st, "tms.partitioned")
+	outcomeOf := func(j store.Job) (string, string) {
+		var outcomes []struct{ Type, Outcome, Reason string }
+		require.NoError(t, json.Unmarshal(j.Outcomes, &outcomes))
+		require.Len(t, outcomes, 1, "job %d", j.ID)
+		return outcomes[0].Outcome, outcomes[0].Reason
+	}
+	// The jobs of this serve, oldest first, up to the first finished one
+	// after the compaction.
+	var runTwo []store.Job
+	eventually(t, 3*time.Minute, "a compaction of tms.partitioned and a finished job after it", func() bool {
+		jobs, err := st.ListJobs(t.Context(), part.ID, 100)
+		require.NoError(t, err)
+		runTwo = runTwo[:0]
+		for i := len(jobs) - 2; i >= 0; i-- { // jobs[len-1] is the first serve's
+			if jobs[i].InFlight() {
+				return false
+			}
+			runTwo = append(runTwo, jobs[i])
+			if len(runTwo) == 2 {
+				return true
+			}
+		}
+		return false
+	})
+	n.stop(t)
+	outcome, reason := outcomeOf(runTwo[0])
+	require.Equal(t, "done", outcome, reason)
+	outcome, reason = outcomeOf(runTwo[1])
+	require.Equal(t, "skipped", outcome, reason)
+	require.Contains(t, reason, "but no file group qualifies")
+	it = partPlan()
+	require.Equal(t, flow.PlanSkip, it.Verdict, it.Reason)
+	require.Contains(t, it.Reason, "but no file group likely qualifies: 7 small data files in 7 partitions, at most 1 in one")
 
 	for _, bad := range [][]string{
 		{"--limit", "0"}, {"--limit", "501"}, {"--after", "-1"}, {"--table", "nope"}, {"--table", "local.tms.none"},

@@ -119,6 +119,7 @@ var metricRows = []struct {
 	{"snapshot-number", func(m sampler.Metrics) string { return fmt.Sprint(m.SnapshotNumber) }},
 	{"oldest-snapshot-age-ms", func(m sampler.Metrics) string { return fmt.Sprint(m.OldestSnapshotAgeMs) }},
 	{"partition-number", func(m sampler.Metrics) string { return fmt.Sprint(m.PartitionNumber) }},
+	{"max-partition-small-file-number", func(m sampler.Metrics) string { return fmt.Sprint(m.MaxPartitionSmallFileNumber) }},
 }
 
 func humanBytes(b float64) string { return cli.HumanBytes(b) }

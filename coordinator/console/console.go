@@ -248,7 +248,8 @@ type metricRow struct{ Key, Before, After string }
 // job page lists them.
 var jobMetricKeys = []string{"file-number", "data-file-number", "small-file-number", "data-file-mse", "avg-file-size",
 	"total-file-size", "record-count", "delete-file-number", "position-delete-file-number", "equality-delete-file-number",
-	"manifest-number", "avg-manifest-size", "snapshot-number", "oldest-snapshot-age-ms", "partition-number"}
+	"manifest-number", "avg-manifest-size", "snapshot-number", "oldest-snapshot-age-ms", "partition-number",
+	"max-partition-small-file-number"}
 
 // jobMetrics reads the metrics at j's before and after snapshots.
 func (c *Console) jobMetrics(ctx context.Context, j store.Job) ([]metricRow, error) {
