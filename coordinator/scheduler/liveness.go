@@ -12,17 +12,22 @@ import (
 // heartbeat, heartbeats the running claims (cancelling the callbacks of
 // claims it lost), and runs the rescuer. It is also the watchdog: when the
 // node heartbeat has not been written for WatchdogTimeout it reports
-// ErrWatchdog to Run and returns. Each write may take what is left of the
-// watchdog's budget (WatchdogTimeout since the last heartbeat written), and
-// at least one interval: a database slow enough that writes take longer
-// than an interval, but that still answers within the budget, keeps the
-// node alive, and a hung one is noticed within WatchdogTimeout plus at most
-// one interval.
+// ErrWatchdog to Run and returns.
+//
+// A slow database is not a lost one. Rounds start HeartbeatInterval apart,
+// counted from the start of the last round, so a write slower than an
+// interval is followed at once by the next rather than after a further
+// interval; and each write may take what is left of the watchdog's budget
+// (WatchdogTimeout since the heartbeat last written), and at least one
+// interval. A database that answers every write within half of
+// WatchdogTimeout keeps the node alive; a hung one is noticed within
+// WatchdogTimeout plus at most one interval.
 func (e *Engine) liveness(ctx context.Context) {
 	cfg := e.cfg
 	lastOK := cfg.Clock.Now()
+	next := lastOK.Add(cfg.HeartbeatInterval)
 	for {
-		wait, stop := cfg.Clock.After(cfg.HeartbeatInterval)
+		wait, stop := cfg.Clock.After(next.Sub(cfg.Clock.Now()))
 		select {
 		case <-ctx.Done():
 			stop()
@@ -30,6 +35,7 @@ func (e *Engine) liveness(ctx context.Context) {
 		case <-wait:
 		}
 		now := cfg.Clock.Now()
+		next = now.Add(cfg.HeartbeatInterval)
 		if err := e.heartbeat(ctx, now, max(cfg.HeartbeatInterval, cfg.WatchdogTimeout-now.Sub(lastOK))); err != nil {
 			if ctx.Err() != nil {
 				return

@@ -94,21 +94,24 @@ func TestWatchdogStopsCutOffNode(t *testing.T) {
 
 // TestWatchdogSparesSlowDatabase: a database that answers, but slower than
 // one heartbeat interval, does not stop the node. A trigger makes every
-// UPDATE of the node's row sleep 1.5 heartbeat intervals in PostgreSQL;
-// each write may take what is left of WatchdogTimeout, so the heartbeats
-// land and the node keeps running and reports healthy. (When each write was
-// bounded by one interval, every heartbeat timed out and the watchdog
-// stopped the node.)
+// UPDATE of the node's row sleep 1.1 heartbeat intervals in PostgreSQL,
+// with the default ratio of WatchdogTimeout to the interval (3). Rounds
+// start an interval apart from the start of the last, and each write may
+// take what is left of WatchdogTimeout, so the heartbeats land (every 1.1
+// intervals) and the node keeps running and reports healthy. (When each
+// write was bounded by one interval, every heartbeat timed out; when the
+// next round waited a full interval after a slow write, each write's budget
+// shrank to 0.9 intervals: both stopped the node.)
 func TestWatchdogSparesSlowDatabase(t *testing.T) {
 	t.Parallel()
 	b := coordtest.Setup(t, store.BackendPostgres)
 	cfg := scheduler.Config{
-		NodeID: "slow-db", HeartbeatInterval: 200 * time.Millisecond, MissedHeartbeatsLimit: 10,
+		NodeID: "slow-db", HeartbeatInterval: 500 * time.Millisecond, MissedHeartbeatsLimit: 6,
 		WatchdogTimeout: 1500 * time.Millisecond,
 	}
 	n := b.StartOn(b.Open(4), cfg, coordtest.RecordKind("idle", ""))
 	testdb.PostgresExec(t, b.URL, `CREATE FUNCTION slow_heartbeat() RETURNS trigger LANGUAGE plpgsql AS
-		$$ BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$;
+		$$ BEGIN PERFORM pg_sleep(0.55); RETURN NEW; END $$;
 		CREATE TRIGGER slow_heartbeat BEFORE UPDATE ON coordinator_node FOR EACH ROW
 		WHEN (OLD.node_id = 'slow-db') EXECUTE FUNCTION slow_heartbeat()`)
 	slowSince := time.Now()
