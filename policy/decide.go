@@ -83,24 +83,19 @@ func (p CompactionOptions) FewCandidates(m sampler.Metrics) (string, bool) {
 	if minInput == 0 {
 		minInput = int64(compaction.DefaultMinInputFiles)
 	}
-	if m.DeleteFileNumber > 0 || m.SmallFileNumber >= minInput && !partitionCounted(m) {
+	if m.DeleteFileNumber > 0 {
 		return "", false
 	}
 	if m.SmallFileNumber < minInput {
 		return fmt.Sprintf("no file group likely qualifies: %d small data files and no delete files, and a group needs min-input-files %d candidates in one partition",
 			m.SmallFileNumber, minInput), true
 	}
-	if m.MaxPartitionSmallFileNumber >= minInput {
+	// Small files but a zero maximum: the row predates the metric.
+	if m.MaxPartitionSmallFileNumber == 0 || m.MaxPartitionSmallFileNumber >= minInput {
 		return "", false
 	}
 	return fmt.Sprintf("no file group likely qualifies: %d small data files in %d partitions, at most %d in one, and no delete files, and a group needs min-input-files %d candidates in one partition",
 		m.SmallFileNumber, m.PartitionNumber, m.MaxPartitionSmallFileNumber, minInput), true
-}
-
-// partitionCounted reports whether m carries the per-partition small-file
-// count: a row with small files but a zero maximum predates the metric.
-func partitionCounted(m sampler.Metrics) bool {
-	return m.SmallFileNumber == 0 || m.MaxPartitionSmallFileNumber > 0
 }
 
 // Decide is manifest-rewrite's threshold: at least maxManifestNumber

@@ -34,6 +34,18 @@ type harness struct {
 	futureVersionTable string
 }
 
+// migrateTo applies the first n migrations to dbURL by hand, as an older
+// release left the database, recording each in the version table.
+func (h harness) migrateTo(t testing.TB, dbURL string, n int) {
+	t.Helper()
+	ms, err := migrations.All(h.name)
+	require.NoError(t, err)
+	for _, m := range ms[:n] {
+		h.exec(t, dbURL, m.SQL)
+		h.exec(t, dbURL, fmt.Sprintf(`INSERT INTO tms_schema_migration (version, name) VALUES (%d, '%s')`, m.Version, m.Name))
+	}
+}
+
 func harnesses() []harness {
 	return []harness{
 		{
@@ -176,12 +188,7 @@ func testMigrate(t *testing.T, h harness) {
 	t.Run("Upgrade7ClosesOverlappingInFlightRows", func(t *testing.T) {
 		t.Parallel()
 		ctx, dbURL := t.Context(), h.newURL(t)
-		ms, err := migrations.All(h.name)
-		require.NoError(t, err)
-		for _, m := range ms[:6] {
-			h.exec(t, dbURL, m.SQL)
-			h.exec(t, dbURL, fmt.Sprintf(`INSERT INTO tms_schema_migration (version, name) VALUES (%d, '%s')`, m.Version, m.Name))
-		}
+		h.migrateTo(t, dbURL, 6)
 		h.exec(t, dbURL, `INSERT INTO maintained_table (id, catalog, namespace, name, table_uuid) VALUES (1, 'c', 'ns', 'a', 'u1'), (2, 'c', 'ns', 'b', 'u2')`)
 		h.exec(t, dbURL, `INSERT INTO table_maintenance_job (table_id, policy_id, types, "trigger", status, fence) VALUES
 			(1, 1, 'compaction', 'cron', 'running', 1),
@@ -211,12 +218,7 @@ func testMigrate(t *testing.T, h harness) {
 	t.Run("Upgrade8LeavesExistingRowsWithoutSubmitter", func(t *testing.T) {
 		t.Parallel()
 		ctx, dbURL := t.Context(), h.newURL(t)
-		ms, err := migrations.All(h.name)
-		require.NoError(t, err)
-		for _, m := range ms[:7] {
-			h.exec(t, dbURL, m.SQL)
-			h.exec(t, dbURL, fmt.Sprintf(`INSERT INTO tms_schema_migration (version, name) VALUES (%d, '%s')`, m.Version, m.Name))
-		}
+		h.migrateTo(t, dbURL, 7)
 		h.exec(t, dbURL, `INSERT INTO maintained_table (id, catalog, namespace, name, table_uuid) VALUES (1, 'c', 'ns', 'a', 'u1')`)
 		h.exec(t, dbURL, `INSERT INTO table_maintenance_job (table_id, policy_id, types, "trigger", status, fence, job_id) VALUES
 			(1, 1, 'compaction', 'cron', 'running', 1, 'local-1')`)

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/tms-dev/tms/migrations"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/storetest"
 )
@@ -32,12 +31,7 @@ func TestMigration10BackfillsLatestMetrics(t *testing.T) {
 		t.Run(h.name, func(t *testing.T) {
 			t.Parallel()
 			ctx, dbURL := t.Context(), h.newURL(t)
-			ms, err := migrations.All(h.name)
-			require.NoError(t, err)
-			for _, m := range ms[:9] {
-				h.exec(t, dbURL, m.SQL)
-				h.exec(t, dbURL, fmt.Sprintf(`INSERT INTO tms_schema_migration (version, name) VALUES (%d, '%s')`, m.Version, m.Name))
-			}
+			h.migrateTo(t, dbURL, 9)
 			h.exec(t, dbURL, `INSERT INTO maintained_table (id, catalog, namespace, name, table_uuid) VALUES
 				(1, 'c', 'ns', 'a', 'u1'), (2, 'c', 'ns', 'b', 'u2'), (3, 'c', 'ns', 'c', 'u3')`)
 			ts := func(hour int) string { return fmt.Sprintf("'2030-01-01T%02d:00:00.000000Z'", hour) }

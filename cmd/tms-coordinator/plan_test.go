@@ -56,17 +56,22 @@ func TestPlanAgreesWithTheRunner(t *testing.T) {
 	})
 	n.stop(t)
 
+	// outcomeOf is the outcome and reason of a job of one type.
+	outcomeOf := func(j store.Job) (string, string) {
+		var outcomes []struct{ Type, Outcome, Reason string }
+		require.NoError(t, json.Unmarshal(j.Outcomes, &outcomes))
+		require.Len(t, outcomes, 1, "job %d", j.ID)
+		return outcomes[0].Outcome, outcomes[0].Reason
+	}
 	reasons := map[string]string{}
 	for _, name := range tables {
 		jobs := jobsOf(name)
 		require.Len(t, jobs, 1)
 		require.Equal(t, store.StatusSucceeded, jobs[0].Status, "%s: %s (a job whose types were skipped succeeded)", name, jobs[0].Error)
-		var outcomes []struct{ Type, Outcome, Reason string }
-		require.NoError(t, json.Unmarshal(jobs[0].Outcomes, &outcomes))
-		require.Len(t, outcomes, 1)
-		require.Equal(t, "skipped", outcomes[0].Outcome)
-		require.Contains(t, outcomes[0].Reason, "below thresholds: data-file-mse")
-		reasons["local."+name] = outcomes[0].Reason
+		outcome, reason := outcomeOf(jobs[0])
+		require.Equal(t, "skipped", outcome)
+		require.Contains(t, reason, "below thresholds: data-file-mse")
+		reasons["local."+name] = reason
 	}
 
 	require.NoError(t, json.Unmarshal([]byte(ok(t, "plan", "--db", db, "--json")), &p))
@@ -110,12 +115,6 @@ func TestPlanAgreesWithTheRunner(t *testing.T) {
 	// partition. The runner agrees: the next job finds no file group.
 	n = serve(t, db, dir)
 	part := registered(t, st, "tms.partitioned")
-	outcomeOf := func(j store.Job) (string, string) {
-		var outcomes []struct{ Type, Outcome, Reason string }
-		require.NoError(t, json.Unmarshal(j.Outcomes, &outcomes))
-		require.Len(t, outcomes, 1, "job %d", j.ID)
-		return outcomes[0].Outcome, outcomes[0].Reason
-	}
 	// The jobs of this serve, oldest first, up to the first finished one
 	// after the compaction.
 	var runTwo []store.Job
