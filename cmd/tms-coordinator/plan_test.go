@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/policy"
+	"github.com/tms-dev/tms/sampler"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -23,14 +25,11 @@ import (
 // each table waits for the policy's cooldown, and its threshold decision on
 // the sample the runner recorded is the runner's reason, word for word:
 // both come from policy.Decide. Changing the threshold with the policy
-// command turns the plan's threshold verdict around without any job. Then
-// tms.partitioned: compacted to one small file in each of its seven
-// partitions, the plan says skip (no partition holds min-input-files small
-// files), and the runner's next job finds no file group.
+// command turns the plan's threshold verdict around without any job.
 func TestPlanAgreesWithTheRunner(t *testing.T) {
 	t.Parallel()
 	db := testdb.SQLiteURL(t)
-	tables := []string{"tms.small_files", "tms.many_snapshots", "tms.partitioned"}
+	tables := []string{"tms.small_files", "tms.many_snapshots"}
 	dir := setupFlow(t, db, tables, "compaction",
 		`{"schedule": {"crontab": "@every 1s"}, "minIntervalMs": 3600000, "minDataFileMse": 1e30}`, "local.tms")
 
@@ -56,22 +55,17 @@ func TestPlanAgreesWithTheRunner(t *testing.T) {
 	})
 	n.stop(t)
 
-	// outcomeOf is the outcome and reason of a job of one type.
-	outcomeOf := func(j store.Job) (string, string) {
-		var outcomes []struct{ Type, Outcome, Reason string }
-		require.NoError(t, json.Unmarshal(j.Outcomes, &outcomes))
-		require.Len(t, outcomes, 1, "job %d", j.ID)
-		return outcomes[0].Outcome, outcomes[0].Reason
-	}
 	reasons := map[string]string{}
 	for _, name := range tables {
 		jobs := jobsOf(name)
 		require.Len(t, jobs, 1)
 		require.Equal(t, store.StatusSucceeded, jobs[0].Status, "%s: %s (a job whose types were skipped succeeded)", name, jobs[0].Error)
-		outcome, reason := outcomeOf(jobs[0])
-		require.Equal(t, "skipped", outcome)
-		require.Contains(t, reason, "below thresholds: data-file-mse")
-		reasons["local."+name] = reason
+		var outcomes []struct{ Type, Outcome, Reason string }
+		require.NoError(t, json.Unmarshal(jobs[0].Outcomes, &outcomes))
+		require.Len(t, outcomes, 1)
+		require.Equal(t, "skipped", outcomes[0].Outcome)
+		require.Contains(t, outcomes[0].Reason, "below thresholds: data-file-mse")
+		reasons["local."+name] = outcomes[0].Reason
 	}
 
 	require.NoError(t, json.Unmarshal([]byte(ok(t, "plan", "--db", db, "--json")), &p))
@@ -100,48 +94,6 @@ func TestPlanAgreesWithTheRunner(t *testing.T) {
 	require.Len(t, p.Items, 1)
 	require.Equal(t, flow.PlanRun, p.Items[0].Verdict, p.Items[0].Reason)
 	require.True(t, strings.HasPrefix(p.Items[0].Reason, "data-file-mse "), p.Items[0].Reason)
-	// tms.partitioned holds 12 small files in each of its 7 partitions:
-	// enough for a group in one partition.
-	partPlan := func() flow.PlanItem {
-		require.NoError(t, json.Unmarshal([]byte(ok(t, "plan", "--db", db, "--json", "--table", "local.tms.partitioned")), &p))
-		require.Len(t, p.Items, 1)
-		return p.Items[0]
-	}
-	it := partPlan()
-	require.Equal(t, flow.PlanRun, it.Verdict, it.Reason)
-
-	// With the cooldown gone serve compacts it to one file per partition,
-	// and then the plan says skip: seven small files, but at most one in a
-	// partition. The runner agrees: the next job finds no file group.
-	n = serve(t, db, dir)
-	part := registered(t, st, "tms.partitioned")
-	// The jobs of this serve, oldest first, up to the first finished one
-	// after the compaction.
-	var runTwo []store.Job
-	eventually(t, 3*time.Minute, "a compaction of tms.partitioned and a finished job after it", func() bool {
-		jobs, err := st.ListJobs(t.Context(), part.ID, 100)
-		require.NoError(t, err)
-		runTwo = runTwo[:0]
-		for i := len(jobs) - 2; i >= 0; i-- { // jobs[len-1] is the first serve's
-			if jobs[i].InFlight() {
-				return false
-			}
-			runTwo = append(runTwo, jobs[i])
-			if len(runTwo) == 2 {
-				return true
-			}
-		}
-		return false
-	})
-	n.stop(t)
-	outcome, reason := outcomeOf(runTwo[0])
-	require.Equal(t, "done", outcome, reason)
-	outcome, reason = outcomeOf(runTwo[1])
-	require.Equal(t, "skipped", outcome, reason)
-	require.Contains(t, reason, "but no file group qualifies")
-	it = partPlan()
-	require.Equal(t, flow.PlanSkip, it.Verdict, it.Reason)
-	require.Contains(t, it.Reason, "but no file group likely qualifies: 7 small data files in 7 partitions, at most 1 in one")
 
 	for _, bad := range [][]string{
 		{"--limit", "0"}, {"--limit", "501"}, {"--after", "-1"}, {"--table", "nope"}, {"--table", "local.tms.none"},
@@ -151,4 +103,68 @@ func TestPlanAgreesWithTheRunner(t *testing.T) {
 		require.Equal(t, cli.ExitUsage, code, "%v: %s", bad, stderr)
 		require.NotEmpty(t, stderr)
 	}
+}
+
+// TestPlanCountsSmallFilesPerPartition: tms.partitioned starts with several
+// small files in each partition, and serve, with no cooldown and no MSE
+// floor, compacts it to one file per partition. Then the plan says skip,
+// because no partition holds min-input-files small files, although the
+// table has more small files than that; the runner agrees: the next job
+// finds no file group.
+func TestPlanCountsSmallFilesPerPartition(t *testing.T) {
+	t.Parallel()
+	db := testdb.SQLiteURL(t)
+	const name = "tms.partitioned"
+	dir := setupFlow(t, db, []string{name}, "compaction",
+		`{"schedule": {"crontab": "@every 1s"}, "minIntervalMs": 0, "minDataFileMse": 0}`, "local.tms")
+	n := serve(t, db, dir)
+	st := ledger(t, db)
+	tbl := registered(t, st, name)
+	// The first two jobs, once both finished.
+	var first []store.Job
+	eventually(t, 3*time.Minute, "a compaction of "+name+" and a finished job after it", func() bool {
+		jobs, err := st.ListJobs(t.Context(), tbl.ID, 100)
+		require.NoError(t, err)
+		if len(jobs) < 2 {
+			return false
+		}
+		first = []store.Job{jobs[len(jobs)-1], jobs[len(jobs)-2]}
+		return !first[0].InFlight() && !first[1].InFlight()
+	})
+	n.stop(t)
+	outcomeOf := func(j store.Job) (string, string) {
+		var outcomes []struct{ Type, Outcome, Reason string }
+		require.NoError(t, json.Unmarshal(j.Outcomes, &outcomes))
+		require.Len(t, outcomes, 1, "job %d", j.ID)
+		return outcomes[0].Outcome, outcomes[0].Reason
+	}
+	outcome, reason := outcomeOf(first[0])
+	require.Equal(t, "done", outcome, reason)
+	outcome, reason = outcomeOf(first[1])
+	require.Equal(t, "skipped", outcome, reason)
+	require.Contains(t, reason, "but no file group qualifies")
+
+	// What the sampler recorded before and after the compaction.
+	samples, err := st.ListSnapshotMetrics(t.Context(), tbl.ID)
+	require.NoError(t, err)
+	metricsAt := func(snapshot *int64) sampler.Metrics {
+		row := store.MetricsAt(samples, snapshot, first[0].PolicyID)
+		require.NotNil(t, row)
+		var m sampler.Metrics
+		require.NoError(t, json.Unmarshal(row.Value, &m))
+		return m
+	}
+	before, after := metricsAt(first[0].BeforeSnapshotID), metricsAt(first[0].AfterSnapshotID)
+	require.GreaterOrEqual(t, before.MaxPartitionSmallFileNumber, int64(5), "a group's worth in some partition: %+v", before)
+	require.Less(t, before.MaxPartitionSmallFileNumber, before.SmallFileNumber, "spread over partitions: %+v", before)
+	require.Greater(t, after.SmallFileNumber, int64(5), "more small files than min-input-files: %+v", after)
+	require.EqualValues(t, after.PartitionNumber, after.SmallFileNumber, "one per partition: %+v", after)
+	require.EqualValues(t, 1, after.MaxPartitionSmallFileNumber)
+
+	var p flow.Plan
+	require.NoError(t, json.Unmarshal([]byte(ok(t, "plan", "--db", db, "--json", "--table", "local."+name)), &p))
+	require.Len(t, p.Items, 1)
+	require.Equal(t, flow.PlanSkip, p.Items[0].Verdict, p.Items[0].Reason)
+	require.Contains(t, p.Items[0].Reason, fmt.Sprintf("but no file group likely qualifies: %d small data files in %d partitions, at most 1 in one",
+		after.SmallFileNumber, after.PartitionNumber))
 }
