@@ -80,9 +80,17 @@ type CompactionDetail struct {
 	InputBytes  int64         `json:"input_bytes"`
 	OutputFiles int           `json:"output_files"`
 	OutputBytes int64         `json:"output_bytes"`
-	// RemovedDeleteFiles counts delete files that were dead after the
-	// rewrite and removed beyond those the groups expunged themselves.
-	RemovedDeleteFiles int `json:"removed_delete_files"`
+	// RemovedDeleteFiles counts the delete files the commits removed
+	// (position and equality deletes and deletion vectors), each proved to
+	// apply to no data file that stays. KeptDeleteFiles counts the delete
+	// files the rewritten files carried that stay, because they may still
+	// apply to a data file the compaction did not rewrite (a later run
+	// that rewrites that file, or a delete-file rewrite, removes them).
+	// UnreadDeleteFiles names the delete files found dead but kept because
+	// what they name could not be read, with the reason.
+	RemovedDeleteFiles int      `json:"removed_delete_files"`
+	KeptDeleteFiles    int      `json:"kept_delete_files"`
+	UnreadDeleteFiles  []string `json:"unread_delete_files,omitempty"`
 	// Verified holds the pre-commit verifier's checks, one per commit
 	// attempt (see Verification).
 	Verified []Verification `json:"verified,omitempty"`
@@ -352,6 +360,8 @@ func (s *stepState) executeGroups(ctx context.Context, groups []compaction.Group
 
 // commitGroups commits the rewritten groups: all in one snapshot, or with
 // partial progress in up to maxCommits snapshots of consecutive groups.
+// Each commit removes the delete files that are dead once its own data
+// files are rewritten (see deletes.go), decided on the table it commits on.
 func (s *stepState) commitGroups(ctx context.Context, groups []compaction.Group, results []table.CompactionGroupResult, p policy.CompactionOptions, detail *CompactionDetail) error {
 	batches := [][]table.CompactionGroupResult{results}
 	groupBatches := [][]compaction.Group{groups}
@@ -361,13 +371,6 @@ func (s *stepState) commitGroups(ctx context.Context, groups []compaction.Group,
 		batches = slices.Collect(slices.Chunk(results, size))
 		groupBatches = slices.Collect(slices.Chunk(groups, size))
 	}
-	var dead []iceberg.DataFile
-	if len(batches) == 1 {
-		var err error
-		if dead, err = s.deadDeleteFiles(ctx, results); err != nil {
-			return err
-		}
-	}
 	for bi, batch := range batches {
 		var tasks []table.FileScanTask
 		var added []iceberg.DataFile
@@ -375,21 +378,39 @@ func (s *stepState) commitGroups(ctx context.Context, groups []compaction.Group,
 			tasks = append(tasks, groupBatches[bi][i].Tasks...)
 			added = append(added, gr.NewDataFiles...)
 		}
-		replaced := slices.Clone(dead)
+		rm, err := s.planRemovals(ctx, batch)
+		if err != nil {
+			return err
+		}
+		detail.UnreadDeleteFiles = append(detail.UnreadDeleteFiles, rm.kept...)
+		var replaced []iceberg.DataFile
+		removing := map[string]bool{}
+		for _, df := range rm.files {
+			replaced = append(replaced, df)
+			removing[deleteKey(df)] = true
+		}
 		for _, t := range tasks {
 			replaced = append(replaced, t.File)
 		}
+		meta := s.tbl.Metadata()
 		check := func() error {
 			ver, err := verifyRewrite(s.tbl.Metadata(), tasks, added)
+			if err == nil {
+				ver.Deletes, err = checkRemovals(meta, rm)
+			}
 			detail.Verified = append(detail.Verified, ver)
 			return err
 		}
 		build := func(txn *table.Transaction) error {
 			rw := txn.NewRewrite(iceberg.Properties{"tms.maintenance": string(Compaction)})
 			for _, gr := range batch {
+				// The groups' own lists of removable delete files are not
+				// used: the commit's removals are decided over all of its
+				// groups (rm).
+				gr.SafePosDeletes, gr.SafeDeletionVectors = nil, nil
 				rw.ApplyResult(gr)
 			}
-			for _, df := range dead {
+			for _, df := range rm.files {
 				rw.DeleteFile(df)
 			}
 			if err := rw.Commit(ctx); err != nil {
@@ -402,53 +423,24 @@ func (s *stepState) commitGroups(ctx context.Context, groups []compaction.Group,
 		if err != nil {
 			return err
 		}
-		detail.RemovedDeleteFiles += len(dead)
+		detail.RemovedDeleteFiles += len(rm.files)
+		detail.KeptDeleteFiles += keptDeletes(tasks, removing)
 		s.committed(tbl)
 		detail.Commits++
 	}
 	return nil
 }
 
-// deadDeleteFiles returns the equality and position delete files that no
-// surviving data file can need once every group's input is rewritten, minus
-// those the groups already expunge (a file is removed once). As in
-// iceberg-go's own `iceberg compact`, this is done only for an atomic
-// rewrite: with partial progress a later batch could still need them.
-func (s *stepState) deadDeleteFiles(ctx context.Context, results []table.CompactionGroupResult) ([]iceberg.DataFile, error) {
-	snap := s.tbl.CurrentSnapshot()
-	if snap == nil || s.s0.Metrics.DeleteFileNumber == 0 {
-		// No live delete file at S0, so none can be dead; the commit of a
-		// writer that added one since conflicts with this rewrite anyway.
-		return nil, nil
-	}
-	rewritten := map[string]struct{}{}
-	staged := map[string]bool{}
-	for _, r := range results {
-		for _, df := range r.OldDataFiles {
-			rewritten[df.FilePath()] = struct{}{}
-		}
-		for _, df := range slices.Concat(r.SafePosDeletes, r.SafeDeletionVectors) {
-			staged[df.FilePath()] = true
+// keptDeletes counts the distinct delete files the tasks carried that the
+// commit does not remove.
+func keptDeletes(tasks []table.FileScanTask, removing map[string]bool) int {
+	seen := map[string]bool{}
+	for _, t := range tasks {
+		for _, d := range slices.Concat(t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles) {
+			if k := deleteKey(d); !removing[k] {
+				seen[k] = true
+			}
 		}
 	}
-	fs, err := s.tbl.FS(ctx)
-	if err != nil {
-		return nil, err
-	}
-	eq, err := compaction.CollectDeadEqualityDeletesWithSpecs(ctx, fs, s.tbl.Metadata(), snap, rewritten)
-	if err != nil {
-		return nil, fmt.Errorf("collect dead equality deletes: %w", err)
-	}
-	pos, err := compaction.CollectDeadPositionDeletes(ctx, fs, snap, rewritten)
-	if err != nil {
-		return nil, fmt.Errorf("collect dead position deletes: %w", err)
-	}
-	var out []iceberg.DataFile
-	for _, df := range slices.Concat(eq, pos) {
-		if !staged[df.FilePath()] {
-			staged[df.FilePath()] = true
-			out = append(out, df)
-		}
-	}
-	return out, nil
+	return len(seen)
 }

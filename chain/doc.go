@@ -50,6 +50,18 @@
 // counts, partition tuples, and the null counts and bounds of identity
 // columns (verify.go); a mismatch fails the type and nothing is committed.
 //
+// A delete file leaves the table with a rewrite only when it can no longer
+// apply to a live data file (deletes.go). Which ones die is decided per
+// commit over every data file that commit removes, never per file group:
+// a merge-on-read DELETE writes one position-delete file for all the files
+// it touched, and removing it with the group that rewrote some of them
+// would bring back its rows in the others. The verifier then proves each
+// removal from the delete file itself (its referenced data file, equal
+// file_path bounds, or its file_path column read with arrow-go's Parquet
+// reader) against the data files that stay, compared by canonical
+// location; a delete file whose targets cannot be read is kept, and named
+// in the detail.
+//
 // # Conflicts in iceberg-go v0.7.0
 //
 // The SQL catalog checks the commit's requirements (AssertRefSnapshotID on

@@ -112,7 +112,11 @@ func (s *stepState) rewriteGroup(ctx context.Context, rtbl *table.Table, g compa
 	for _, t := range g.Tasks {
 		res.OldDataFiles = append(res.OldDataFiles, t.File)
 	}
-	res.SafePosDeletes = table.CollectSafePositionDeletes(g.Tasks)
+	// Only the deletion vectors, one per rewritten data file, are the
+	// group's to name; which position-delete files die is decided over the
+	// whole commit (table.CollectSafePositionDeletes returns every one the
+	// tasks carry, including those that name files other groups, or no
+	// group, keep; see deletes.go).
 	res.SafeDeletionVectors = table.CollectSafeDeletionVectors(g.Tasks)
 	return res, nil
 }

@@ -33,6 +33,10 @@ type Verification struct {
 	// IdentityBounds counts the (new file, identity column) pairs whose
 	// null count and bounds were checked against the partition value.
 	IdentityBounds int `json:"identity_bounds"`
+	// Deletes is the check of the delete files the commit removes: each
+	// names, or for an equality delete covers, only data files the commit
+	// removes too.
+	Deletes DeleteRemovalCheck `json:"deletes"`
 	// ElapsedUs is how long the checks took, in microseconds.
 	ElapsedUs int64 `json:"elapsed_us"`
 }

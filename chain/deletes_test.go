@@ -1,0 +1,235 @@
+package chain
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/table"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/tms-dev/tms/catalogs"
+)
+
+// morBundle is a v2 merge-on-read table tms.mor (id, payload), unpartitioned,
+// written by iceberg-go alone, in a fresh local warehouse.
+func morBundle(t *testing.T, props iceberg.Properties) bundle {
+	t.Helper()
+	ctx := t.Context()
+	dir := t.TempDir()
+	cat, err := catalogs.OpenLocal(ctx, dir, true)
+	require.NoError(t, err)
+	require.NoError(t, cat.CreateNamespace(ctx, table.Identifier{"tms"}, nil))
+	schema := iceberg.NewSchema(0,
+		iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true},
+		iceberg.NestedField{ID: 2, Name: "payload", Type: iceberg.PrimitiveTypes.String})
+	all := iceberg.Properties{"format-version": "2", table.WriteDeleteModeKey: table.WriteModeMergeOnRead}
+	for k, v := range props {
+		all[k] = v
+	}
+	ident := table.Identifier{"tms", "mor"}
+	_, err = cat.CreateTable(ctx, ident, schema, catalog.WithProperties(all))
+	require.NoError(t, err)
+	return bundle{ctx: ctx, dir: dir, cat: cat, ident: ident, opts: Options{Log: zaptest.NewLogger(t)}}
+}
+
+// appendIDs appends rows with ids [first, first+n) as one data file.
+func (b bundle) appendIDs(t *testing.T, first, n int) {
+	t.Helper()
+	tbl := b.load(t)
+	sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
+	require.NoError(t, err)
+	rows := make([]string, n)
+	for i := range rows {
+		rows[i] = fmt.Sprintf(`{"id": %d, "payload": "row %d of a file that starts at %d"}`, first+i, first+i, first)
+	}
+	at, err := array.TableFromJSON(memory.DefaultAllocator, sc, []string{"[" + strings.Join(rows, ",") + "]"})
+	require.NoError(t, err)
+	defer at.Release()
+	_, err = tbl.AppendTable(b.ctx, at, int64(n), nil)
+	require.NoError(t, err)
+}
+
+// scanIDs is the independent reader: iceberg-go's own scan of the current
+// snapshot (not package faithful or checksum), its ids sorted.
+func (b bundle) scanIDs(t *testing.T) []int64 {
+	t.Helper()
+	at, err := b.load(t).Scan(table.WithSelectedFields("id")).ToArrowTable(b.ctx)
+	require.NoError(t, err)
+	defer at.Release()
+	var ids []int64
+	for i := range int(at.NumCols()) {
+		if at.Schema().Field(i).Name != "id" {
+			continue
+		}
+		for _, c := range at.Column(i).Data().Chunks() {
+			ids = append(ids, c.(*array.Int64).Int64Values()...)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// liveFiles returns the data and delete files of the current snapshot by
+// content.
+func (b bundle) liveFiles(t *testing.T) (data, deletes []iceberg.DataFile) {
+	t.Helper()
+	tbl := b.load(t)
+	fs, err := tbl.FS(b.ctx)
+	require.NoError(t, err)
+	mans, err := tbl.CurrentSnapshot().Manifests(fs)
+	require.NoError(t, err)
+	for _, m := range mans {
+		entries, err := m.FetchEntries(fs, true)
+		require.NoError(t, err)
+		for _, e := range entries {
+			if e.DataFile().ContentType() == iceberg.EntryContentData {
+				data = append(data, e.DataFile())
+			} else {
+				deletes = append(deletes, e.DataFile())
+			}
+		}
+	}
+	return data, deletes
+}
+
+// A merge-on-read DELETE writes one position-delete file for every data file
+// the statement touched. A compaction that rewrites some of those data files
+// and leaves another (here a large file already inside the size band) must
+// keep the delete file, or the rows it deleted from the kept file come back.
+func TestCompactionKeepsDeletesOfFilesItKeeps(t *testing.T) {
+	t.Parallel()
+	b := morBundle(t, nil)
+	b.appendIDs(t, 0, 20_000) // the large file
+	for i := range 10 {
+		b.appendIDs(t, 100_000+i*100, 100)
+	}
+	data, _ := b.liveFiles(t)
+	var large int64
+	for _, df := range data {
+		large = max(large, df.FileSizeBytes())
+	}
+	// One DELETE over the large file and two small ones: iceberg-go
+	// writes one position-delete file that names all three.
+	between := func(lo, hi int64) iceberg.BooleanExpression {
+		return iceberg.NewAnd(iceberg.GreaterThanEqual(iceberg.Reference("id"), lo), iceberg.LessThan(iceberg.Reference("id"), hi))
+	}
+	b.delete(t, iceberg.NewOr(iceberg.LessThan(iceberg.Reference("id"), int64(201)),
+		iceberg.NewOr(between(100_000, 100_003), between(100_500, 100_525))))
+	_, deletes := b.liveFiles(t)
+	require.NotEmpty(t, deletes, "merge-on-read deletes")
+	before := b.scanIDs(t)
+	require.Len(t, before, 20_000+1_000-201-28)
+
+	// The large file is the target size: inside the band, never a
+	// candidate; the ten small ones are.
+	rep := b.run(t, Step{Type: Compaction, Policy: policyJSON(fmt.Sprintf(
+		`{"minDataFileMse": 0, "rewriteOptions": {"target-file-size-bytes": %d}}`, large))})
+	tr := rep.Types[0]
+	require.Equal(t, Done, tr.Outcome, tr.Reason)
+	require.Contains(t, tr.Reason, "rewrote 10 files")
+	b.requireIDs(t, before)
+	d := tr.Detail.(*CompactionDetail)
+	require.NotEmpty(t, d.Verified)
+	require.Positive(t, d.KeptDeleteFiles, "the delete file that still applies to the large file stays")
+
+	data, deletes = b.liveFiles(t)
+	require.Len(t, data, 2)
+	require.NotEmpty(t, deletes, "the delete files naming the large file are live")
+
+	// Rewriting everything leaves the delete file nothing to apply to: it
+	// goes, and the verifier read what it named.
+	rep = b.run(t, Step{Type: Compaction, Policy: policyJSON(
+		`{"minDataFileMse": 0, "rewriteOptions": {"min-input-files": 1, "target-file-size-bytes": 1073741824}}`)})
+	tr = rep.Types[0]
+	require.Equal(t, Done, tr.Outcome, tr.Reason)
+	b.requireIDs(t, before)
+	d = tr.Detail.(*CompactionDetail)
+	require.Equal(t, len(deletes), d.RemovedDeleteFiles)
+	require.Zero(t, d.KeptDeleteFiles)
+	last := d.Verified[len(d.Verified)-1].Deletes
+	require.Equal(t, len(deletes), last.Removed)
+	require.GreaterOrEqual(t, last.NamedPaths, 3, "the large file and two small ones")
+	data, deletes = b.liveFiles(t)
+	require.Len(t, data, 1)
+	require.Empty(t, deletes)
+}
+
+// The verifier does not trust the decision: handed the removal of a
+// position-delete file that still names a data file that stays, it refuses
+// the commit and names both files.
+func TestVerifierRefusesRemovingLiveDeletes(t *testing.T) {
+	t.Parallel()
+	b := morBundle(t, nil)
+	b.appendIDs(t, 0, 1_000)
+	b.appendIDs(t, 1_000, 10)
+	b.appendIDs(t, 2_000, 10)
+	b.delete(t, iceberg.NewOr(iceberg.LessThan(iceberg.Reference("id"), int64(5)),
+		iceberg.EqualTo(iceberg.Reference("id"), int64(1_003))))
+	tbl := b.load(t)
+	fs, err := tbl.FS(b.ctx)
+	require.NoError(t, err)
+	data, deletes := b.liveFiles(t)
+	require.Len(t, deletes, 1)
+	canon := defaultCanon()
+	removed := map[string]bool{}
+	var large string
+	for _, df := range data {
+		if df.Count() == 1_000 {
+			large = df.FilePath()
+		} else {
+			removed[canon(df.FilePath())] = true
+		}
+	}
+	x, err := indexSurvivors(b.ctx, fs, tbl.CurrentSnapshot(), removed, canon)
+	require.NoError(t, err)
+	named, err := namedPaths(b.ctx, fs, deletes[0])
+	require.NoError(t, err)
+	require.Len(t, named, 2, "the large file and one small one")
+	rm := &deleteRemovals{files: deletes, named: map[string][]string{deleteKey(deletes[0]): named}, survivors: x, canon: canon}
+	_, err = checkRemovals(tbl.Metadata(), rm)
+	require.ErrorIs(t, err, errVerify)
+	require.ErrorContains(t, err, deletes[0].FilePath())
+	require.ErrorContains(t, err, large)
+
+	// Spelled another way, the data file that stays is still the same file.
+	respelled := map[string][]string{deleteKey(deletes[0]): {"file:" + strings.TrimPrefix(large, "file://")}}
+	_, err = checkRemovals(tbl.Metadata(), &deleteRemovals{files: deletes, named: respelled, survivors: x, canon: canon})
+	require.ErrorIs(t, err, errVerify)
+}
+
+// requireIDs fails unless iceberg-go's scan reads exactly want, saying how
+// many ids came back or went missing rather than printing them all.
+func (b bundle) requireIDs(t *testing.T, want []int64) {
+	t.Helper()
+	got := b.scanIDs(t)
+	if slices.Equal(got, want) {
+		return
+	}
+	have := map[int64]int{}
+	for _, id := range got {
+		have[id]++
+	}
+	var lost, extra []int64
+	for _, id := range want {
+		if have[id] > 0 {
+			have[id]--
+		} else {
+			lost = append(lost, id)
+		}
+	}
+	for id, n := range have {
+		for range n {
+			extra = append(extra, id)
+		}
+	}
+	slices.Sort(extra)
+	t.Fatalf("iceberg-go's scan reads %d rows, want %d: %d lost (first %v), %d extra (first %v)",
+		len(got), len(want), len(lost), lost[:min(10, len(lost))], len(extra), extra[:min(10, len(extra))])
+}
