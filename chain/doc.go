@@ -98,15 +98,29 @@
 // Snapshot expiry and orphan planning use the wall clock (time.Now), as
 // iceberg-go does; Options.Now only feeds the sampler's snapshot ages.
 //
+// # One notion of the same file
+//
+// Every comparison of two file locations goes through package
+// internal/location, never a raw string compare: mixed writers spell one
+// object differently (file:/abs, file:///abs and /abs; s3a:// and s3://),
+// and a file dropped under one spelling and added back under another is
+// still live. Snapshot expiry deletes a file only the expired snapshots
+// reference only when no retained reference names it under any spelling,
+// scheme or authority and its location parses; a retained reference under
+// another spelling fails the type before it commits unless the policy's
+// prefix-mismatch-mode is ignore or delete, which both keep the file
+// (expiry_deletes.go).
+//
 // # Orphan cleanup
 //
 // Orphan cleanup does not use iceberg-go's PlanOrphanFiles (see
 // cleanOrphans): it lists the table location, skipping hidden names as
 // Iceberg Java's DeleteOrphanFiles does (a name starting with "_" or ".",
 // unless it starts with "<field>=" for a partition field of any spec whose
-// name starts that way), and compares canonical paths (absolute, cleaned,
-// file: spellings and bare local paths equal, scheme and authority
-// equivalences) with every file the table references. A last guard aborts
+// name starts that way), and compares canonical paths
+// (location.Normaliser: absolute, cleaned, file: spellings and bare local
+// paths equal, the policy's scheme and authority equivalences) with every
+// file the table references. A last guard aborts
 // the whole cleanup, deleting nothing, when a planned orphan is the current
 // metadata file, shares a referenced file's base name, or is a
 // metadata-shaped file in a metadata folder named like a metadata log

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tms-dev/tms/internal/location"
 	"github.com/tms-dev/tms/policy"
 
 	"github.com/apache/iceberg-go/table"
@@ -19,6 +20,14 @@ import (
 // properties (Iceberg's defaults: 5 days, keep 1). Files no longer
 // referenced are deleted after the commit unless clean-expired-files is
 // false.
+//
+// A file is planned for deletion only when no retained snapshot references
+// it under any spelling (package internal/location; expiry_deletes.go): a
+// file one writer wrote as file:///p or s3a:// and another re-added as
+// file:/p or s3:// is one object. When a retained snapshot references a
+// planned file under another spelling, the policy's prefix-mismatch-mode
+// decides: error (the default) fails the type before it commits; ignore
+// and delete keep the file and expire.
 //
 // Snapshots from Hooks.ProtectedSnapshots are never expired: when one would
 // be, and it is an ancestor of main at depth d, retain-last is raised to d+1
@@ -45,11 +54,16 @@ func (s *stepState) expire(ctx context.Context, p policy.ExpiryOptions, log *zap
 	if err != nil {
 		return "", err
 	}
+	canon, err := location.New(location.Options{EqualSchemes: p.EqualSchemes, EqualAuthorities: p.EqualAuthorities})
+	if err != nil {
+		return "", fmt.Errorf("snapshot expiry: %w", err)
+	}
 	x := newRefIndex(fs)
 	var expired []int64
 	var retain int64
 	var total int
 	var planned []string
+	var kept expiryFiles
 	plan := func(cur *table.Table) (*table.Transaction, error) {
 		txn, ex, r, err := s.planExpiry(cur, p, protected, log)
 		expired, retain, total = ex, r, len(cur.Metadata().Snapshots())
@@ -68,10 +82,15 @@ func (s *stepState) expire(ctx context.Context, p policy.ExpiryOptions, log *zap
 			if err != nil {
 				return nil, fmt.Errorf("stage snapshot expiry: %w", err)
 			}
-			files, err := expiryPlan(ctx, x, cur.Metadata(), staged.Metadata())
+			ef, err := expiryPlan(ctx, x, canon, cur.Metadata(), staged.Metadata())
 			if err != nil {
 				return nil, fmt.Errorf("plan the files to delete: %w", err)
 			}
+			if err := ef.check(p.PrefixMismatch, log); err != nil {
+				return nil, err
+			}
+			kept = ef
+			files := ef.delete
 			if h := s.r.opts.Hooks.PlanDeletes; h != nil && len(files) > 0 {
 				if err := h(ctx, files); err != nil {
 					return nil, &hookError{"record the deletion plan", err}
@@ -86,13 +105,20 @@ func (s *stepState) expire(ctx context.Context, p policy.ExpiryOptions, log *zap
 		return "", err
 	}
 	s.committed(tbl)
-	detail := &ExpiryDetail{ExpiredSnapshots: expired, Rebases: rebases, PlannedDeletes: len(planned)}
+	detail := &ExpiryDetail{ExpiredSnapshots: expired, Rebases: rebases, PlannedDeletes: len(planned),
+		KeptRespelled: len(kept.respelled), KeptUnparsable: len(kept.unparsable)}
 	s.rep.Detail = detail
 	reason := fmt.Sprintf("expired %d of %d snapshots with %s%s", len(expired), total, retentionString(p, retain), rebasedText(rebases))
+	if n := len(kept.respelled); n > 0 {
+		reason += fmt.Sprintf("; kept %d files retained snapshots reference under another spelling", n)
+	}
+	if n := len(kept.unparsable); n > 0 {
+		reason += fmt.Sprintf("; kept %d files whose location cannot be parsed", n)
+	}
 	if len(planned) == 0 {
 		return reason, nil
 	}
-	deleted, referenced, derr := deletePlanned(ctx, x, tbl, planned, s.r.opts.Hooks.FileDeleted)
+	deleted, referenced, derr := deletePlanned(ctx, x, canon, tbl, planned, s.r.opts.Hooks.FileDeleted)
 	detail.DeletedFiles = len(deleted)
 	if h := s.r.opts.Hooks.DeletesDone; h != nil {
 		if err := h(ctx, slices.Concat(deleted, referenced)); err != nil {
@@ -125,6 +151,16 @@ type ExpiryDetail struct {
 	// DeletedFiles those deleted after it.
 	PlannedDeletes int `json:"planned_deletes"`
 	DeletedFiles   int `json:"deleted_files"`
+	// KeptRespelled counts the files only the expired snapshots reference
+	// under their spelling that a retained snapshot references under
+	// another (the same object, or the same path under a scheme or
+	// authority no equivalence maps), kept because prefix-mismatch-mode is
+	// ignore or delete; with error the type fails instead.
+	KeptRespelled int `json:"kept_respelled"`
+	// KeptUnparsable counts the files only the expired snapshots reference
+	// whose location cannot be parsed (location.ErrUnparsable): they may
+	// be live under a spelling TMS cannot compare, so they are kept.
+	KeptUnparsable int `json:"kept_unparsable"`
 	// Rebases lists the times the expiry was planned again on a head that
 	// had moved (see Rebase).
 	Rebases []Rebase `json:"rebases,omitempty"`

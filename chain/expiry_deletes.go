@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tms-dev/tms/internal/location"
+
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
@@ -26,6 +28,15 @@ import (
 // table finishes it first (finishPendingDeletes), deleting only what is
 // still unreferenced by every snapshot, branch and tag, and dropping the
 // rest. gc.enabled=false deletes nothing, as in Iceberg.
+//
+// "Referenced" is decided by canonical location (package
+// internal/location), never by the raw string: a file an expired snapshot
+// names as file:///p or s3a://b/k and a retained one as file:/p or
+// s3://b/k is one object, and deleting it would leave the retained
+// snapshot unreadable. A planned file is deleted only when no retained
+// reference has its path under any spelling, scheme or authority, and its
+// location parses; the plan, the final check against the committed table
+// and the finishing of an earlier plan all apply that rule.
 
 // refIndex reads manifests at most once per path and collects what a set
 // of snapshots references.
@@ -140,39 +151,132 @@ func gcEnabled(props iceberg.Properties) bool {
 	return !strings.EqualFold(strings.TrimSpace(props["gc.enabled"]), "false")
 }
 
-// expiryPlan returns the files pre's snapshots reference that post's do
-// not, sorted.
-func expiryPlan(ctx context.Context, x *refIndex, pre, post table.Metadata) ([]string, error) {
+// expiryFiles is what an expiry plans for the files pre's snapshots
+// reference and post's do not under the same spelling.
+type expiryFiles struct {
+	// delete are the files no retained reference names under any
+	// spelling, sorted: the deletion plan.
+	delete []string
+	// respelled are the files a retained reference names under another
+	// spelling, by file.
+	respelled []respelling
+	// unparsable are the files whose location cannot be parsed, sorted;
+	// they are kept.
+	unparsable []string
+}
+
+// respelling is a file only expired snapshots reference under its
+// spelling and a retained snapshot under another.
+type respelling struct {
+	file, retained string
+	// samePath says the two are the same path under a scheme or
+	// authority no equivalence maps, not the same object for certain.
+	samePath bool
+}
+
+func (r respelling) String() string {
+	if r.samePath {
+		return fmt.Sprintf("%s has the path of retained %s under another scheme or authority", r.file, r.retained)
+	}
+	return fmt.Sprintf("%s is the same object as retained %s", r.file, r.retained)
+}
+
+// expiryPlan compares what pre's snapshots reference with what post's do,
+// by canonical location (canon): a file post references under the same
+// spelling is kept silently, one it references under another spelling is
+// a respelling, one whose location does not parse is kept, the rest is
+// the deletion plan.
+func expiryPlan(ctx context.Context, x *refIndex, canon location.Normaliser, pre, post table.Metadata) (expiryFiles, error) {
 	was, err := x.refs(ctx, pre, nil)
 	if err != nil {
-		return nil, err
+		return expiryFiles{}, err
 	}
 	now, err := x.refs(ctx, post, nil)
 	if err != nil {
-		return nil, err
+		return expiryFiles{}, err
 	}
-	var out []string
+	live := liveSet(canon, now)
+	var out expiryFiles
 	for f := range was {
-		if f != "" && !now[f] {
-			out = append(out, f)
+		if f == "" || now[f] {
+			continue
 		}
+		if other, ok := live.Lookup(f); ok {
+			out.respelled = append(out.respelled, respelling{file: f, retained: other})
+			continue
+		}
+		if other, ok := live.LookupPath(f); ok {
+			out.respelled = append(out.respelled, respelling{file: f, retained: other, samePath: true})
+			continue
+		}
+		if _, err := canon.Parse(f); err != nil {
+			out.unparsable = append(out.unparsable, f)
+			continue
+		}
+		out.delete = append(out.delete, f)
 	}
-	slices.Sort(out)
+	slices.Sort(out.delete)
+	slices.Sort(out.unparsable)
+	slices.SortFunc(out.respelled, func(a, b respelling) int { return strings.Compare(a.file, b.file) })
 	return out, nil
 }
 
+// liveSet returns the references refs keyed by canonical location.
+func liveSet(canon location.Normaliser, refs map[string]bool) *location.Set {
+	live := canon.NewSet()
+	for f := range refs {
+		live.Add(f)
+	}
+	return live
+}
+
+// check applies the prefix-mismatch mode to the files a retained snapshot
+// references under another spelling: error (iceberg-go's and Spark's
+// default) fails the type before it commits, naming both spellings of up
+// to five of them; ignore keeps them, and so does delete, because an
+// expiry never deletes a file a retained snapshot may read. Kept files and
+// unparsable locations are logged.
+func (ef expiryFiles) check(mode table.PrefixMismatchMode, log *zap.Logger) error {
+	const shown = 5
+	var pairs []string
+	for _, r := range ef.respelled[:min(len(ef.respelled), shown)] {
+		pairs = append(pairs, r.String())
+	}
+	if len(ef.respelled) > shown {
+		pairs = append(pairs, fmt.Sprintf("and %d more", len(ef.respelled)-shown))
+	}
+	if len(ef.respelled) > 0 && mode == table.PrefixMismatchError {
+		return fmt.Errorf("%d files only the expired snapshots reference are referenced by retained snapshots under another spelling: %s; "+
+			"nothing expired or deleted (map schemes or authorities that name the same storage with equal-schemes or equal-authorities, "+
+			"or set prefix-mismatch-mode to ignore to keep such files and expire)", len(ef.respelled), strings.Join(pairs, "; "))
+	}
+	if len(ef.respelled) > 0 {
+		log.Warn("keeping files retained snapshots reference under another spelling",
+			zap.Int("files", len(ef.respelled)), zap.Strings("examples", pairs))
+	}
+	if len(ef.unparsable) > 0 {
+		log.Warn("keeping files whose location cannot be parsed", zap.Int("files", len(ef.unparsable)),
+			zap.Strings("examples", ef.unparsable[:min(len(ef.unparsable), shown)]))
+	}
+	return nil
+}
+
 // deletePlanned deletes the planned files that tbl no longer references
-// (its snapshots as refIndex.refs counts them, and its metadata files) and
-// returns those deleted and those found referenced. Files already gone
-// count as deleted.
-func deletePlanned(ctx context.Context, x *refIndex, tbl *table.Table, planned []string, onDelete func(string)) (deleted, referenced []string, err error) {
+// (its snapshots as refIndex.refs counts them, and its metadata files)
+// under any spelling (location.Set.LookupPath: the same object, or the
+// same path under another scheme or authority) and whose location canon
+// can parse, and returns those deleted and those kept as referenced.
+// Files already gone count as deleted.
+func deletePlanned(ctx context.Context, x *refIndex, canon location.Normaliser, tbl *table.Table, planned []string, onDelete func(string)) (deleted, referenced []string, err error) {
 	refs, err := x.tableRefs(ctx, tbl, nil)
 	if err != nil {
 		return nil, nil, err
 	}
+	live := liveSet(canon, refs)
 	var errs []error
 	for _, f := range planned {
-		if refs[f] {
+		_, perr := canon.Parse(f)
+		if _, ok := live.LookupPath(f); ok || refs[f] || perr != nil {
 			referenced = append(referenced, f)
 			continue
 		}
@@ -211,7 +315,14 @@ func (r *runner) finishPendingDeletes(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	deleted, referenced, err := deletePlanned(ctx, newRefIndex(fs), tbl, pending, nil)
+	// The policy that planned these is not known here; the default
+	// equivalences do, because deletePlanned keeps a file whose path any
+	// reference names under any scheme or authority, mapped or not.
+	canon, err := location.New(location.Options{})
+	if err != nil {
+		return 0, fmt.Errorf("finish %d pending deletes: %w", len(pending), err)
+	}
+	deleted, referenced, err := deletePlanned(ctx, newRefIndex(fs), canon, tbl, pending, nil)
 	if h.DeletesDone != nil {
 		if derr := h.DeletesDone(ctx, slices.Concat(deleted, referenced)); derr != nil {
 			err = errors.Join(err, derr)

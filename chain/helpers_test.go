@@ -97,14 +97,19 @@ func diskFiles(t *testing.T, tbl *table.Table) map[string]bool {
 }
 
 // strayFiles returns files under the table location that no metadata of the
-// table references, excluding the planted orphans listed in the build dir.
+// table references under any spelling, excluding the planted orphans listed
+// in the build dir.
 func (b bundle) strayFiles(t *testing.T) []string {
 	t.Helper()
 	tbl := b.load(t)
 	fsys, err := tbl.FS(b.ctx)
 	require.NoError(t, err)
-	refs, err := referencedFiles(t.Context(), tbl, fsys, nil)
+	raw, err := referencedFiles(t.Context(), tbl, fsys, nil)
 	require.NoError(t, err)
+	refs := testCanon(t, nil, nil, "").NewSet()
+	for f := range raw {
+		refs.Add(f)
+	}
 	planted := map[string]bool{}
 	orphans, err := testdata.ReadOrphans(b.dir)
 	require.NoError(t, err)
@@ -113,7 +118,7 @@ func (b bundle) strayFiles(t *testing.T) []string {
 	}
 	var stray []string
 	for f := range diskFiles(t, tbl) {
-		if !refs[f] && !planted[f] && !strings.HasSuffix(f, ".crc") {
+		if !refs.Has(f) && !planted[f] && !strings.HasSuffix(f, ".crc") {
 			stray = append(stray, f)
 		}
 	}

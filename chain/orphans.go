@@ -7,13 +7,13 @@ import (
 	"io"
 	stdfs "io/fs"
 	"net/url"
-	"os"
 	"path"
 	"runtime"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/tms-dev/tms/internal/location"
 	"github.com/tms-dev/tms/policy"
 
 	"github.com/apache/iceberg-go"
@@ -61,12 +61,12 @@ func (s *stepState) cleanOrphans(ctx context.Context, p policy.OrphanOptions, lo
 	if err != nil {
 		return "", err
 	}
-	cwd, err := os.Getwd()
+	canon, err := location.New(location.Options{EqualSchemes: p.EqualSchemes, EqualAuthorities: p.EqualAuthorities})
 	if err != nil {
 		return "", fmt.Errorf("plan orphan files: %w", err)
 	}
 	pl := orphanPlanner{
-		canon:     pathCanon{schemes: p.EqualSchemes, authorities: p.EqualAuthorities, cwd: cwd},
+		canon:     canon,
 		olderThan: p.OlderThan,
 		mismatch:  p.PrefixMismatch,
 	}
@@ -102,7 +102,7 @@ func (s *stepState) cleanOrphans(ctx context.Context, p policy.OrphanOptions, lo
 // orphanPlanner finds the files under a table's location that it does not
 // reference.
 type orphanPlanner struct {
-	canon     pathCanon
+	canon     location.Normaliser
 	olderThan time.Duration
 	mismatch  table.PrefixMismatchMode
 }
@@ -118,7 +118,7 @@ type orphanPlan struct {
 // plannedOrphan is one orphan: path is the listed spelling, the one deleted.
 type plannedOrphan struct {
 	path  string
-	canon canonPath
+	canon location.Canonical
 	size  int64
 }
 
@@ -132,7 +132,7 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 		return nil, fmt.Errorf("file IO %T cannot list directories", fsys)
 	}
 	loc := tbl.Location()
-	locCanon := pl.canon.canon(loc)
+	locCanon := pl.canon.Canon(loc)
 	filter := newHiddenFilter(tbl.Metadata().PartitionSpecs())
 	cutoff := time.Now().Add(-pl.olderThan)
 
@@ -148,8 +148,8 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 			if !mtime.Before(cutoff) {
 				return
 			}
-			c := pl.canon.canon(p)
-			rel, under := strings.CutPrefix(c.full, strings.TrimSuffix(locCanon.full, "/")+"/")
+			c := pl.canon.Canon(p)
+			rel, under := strings.CutPrefix(c.Full, strings.TrimSuffix(locCanon.Full, "/")+"/")
 			if under && filter.hiddenRel(rel) {
 				return
 			}
@@ -172,15 +172,15 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 // an error, kept or an orphan as the prefix-mismatch mode says; an orphan
 // not under the location loc is an error.
 func (pl orphanPlanner) match(listed []plannedOrphan, refs *orphanRefs, loc string) ([]plannedOrphan, error) {
-	locCanon := pl.canon.canon(loc)
+	locCanon := pl.canon.Canon(loc)
 	var out []plannedOrphan
 	for _, f := range listed {
-		if _, ok := refs.full[f.canon.full]; ok {
+		if _, ok := refs.full[f.canon.Full]; ok {
 			continue
 		}
-		other, ok := refs.byKey[f.canon.key]
-		if !ok && f.canon.key != f.canon.full {
-			other, ok = refs.full[f.canon.key]
+		other, ok := refs.byKey[f.canon.Key]
+		if !ok && f.canon.Key != f.canon.Full {
+			other, ok = refs.full[f.canon.Key]
 		}
 		if ok {
 			switch pl.mismatch {
@@ -192,7 +192,7 @@ func (pl orphanPlanner) match(listed []plannedOrphan, refs *orphanRefs, loc stri
 					"(map them with equal-schemes or equal-authorities, or set prefix-mismatch-mode to ignore or delete)", f.path, other)
 			}
 		}
-		if !f.canon.under(locCanon) {
+		if !f.canon.Under(locCanon) {
 			return nil, fmt.Errorf("planned orphan %s is not under the table location %s", f.path, loc)
 		}
 		out = append(out, f)
@@ -211,29 +211,29 @@ type orphanRefs struct {
 	// base maps the base name of every referenced file to its spelling.
 	base map[string]string
 	// current is the current metadata file.
-	current    canonPath
+	current    location.Canonical
 	currentRaw string
 	// logged maps the normalized base name (metadataBase) of the current
 	// metadata file and every metadata log entry to its spelling.
 	logged map[string]string
 	// metaDirs are the folders metadata files live in: location/metadata
 	// and the folder of every logged metadata file.
-	metaDirs []canonPath
+	metaDirs []location.Canonical
 }
 
-func (r *orphanRefs) add(c pathCanon, p string) {
+func (r *orphanRefs) add(c location.Normaliser, p string) {
 	if p == "" {
 		return
 	}
-	r.addCanon(c.canon(p), p)
+	r.addCanon(c.Canon(p), p)
 }
 
-func (r *orphanRefs) addCanon(cp canonPath, p string) {
-	r.full[cp.full] = p
-	if cp.key != cp.full {
-		r.byKey[cp.key] = p
+func (r *orphanRefs) addCanon(cp location.Canonical, p string) {
+	r.full[cp.Full] = p
+	if cp.Key != cp.Full {
+		r.byKey[cp.Key] = p
 	}
-	r.base[path.Base(cp.full)] = p
+	r.base[path.Base(cp.Full)] = p
 }
 
 // references returns every file the table references: the current
@@ -251,22 +251,22 @@ func (pl orphanPlanner) references(ctx context.Context, tbl *table.Table, fsys i
 	r := &orphanRefs{full: map[string]string{}, byKey: map[string]string{}, base: map[string]string{}, logged: map[string]string{}}
 	c := pl.canon
 	logged := func(p string) {
-		cp := c.canon(p)
+		cp := c.Canon(p)
 		r.addCanon(cp, p)
-		r.logged[metadataBase(path.Base(cp.full))] = p
-		dir := canonPath{full: path.Dir(cp.full), key: path.Dir(cp.key)}
+		r.logged[metadataBase(path.Base(cp.Full))] = p
+		dir := location.Canonical{Full: path.Dir(cp.Full), Key: path.Dir(cp.Key)}
 		if !slices.Contains(r.metaDirs, dir) {
 			r.metaDirs = append(r.metaDirs, dir)
 		}
 	}
 	r.currentRaw = tbl.MetadataLocation()
-	r.current = c.canon(r.currentRaw)
+	r.current = c.Canon(r.currentRaw)
 	logged(r.currentRaw)
 	for e := range meta.PreviousFiles() {
 		logged(e.MetadataFile)
 	}
 	metaDir := strings.TrimSuffix(tbl.Location(), "/") + "/metadata"
-	if md := c.canon(metaDir); !slices.Contains(r.metaDirs, md) {
+	if md := c.Canon(metaDir); !slices.Contains(r.metaDirs, md) {
 		r.metaDirs = append(r.metaDirs, md)
 	}
 	r.add(c, metaDir+"/version-hint.text")
@@ -312,7 +312,7 @@ func (pl orphanPlanner) references(ctx context.Context, tbl *table.Table, fsys i
 	}
 
 	type entry struct {
-		canon canonPath
+		canon location.Canonical
 		raw   string
 	}
 	found := make([][]entry, len(unique))
@@ -329,9 +329,9 @@ func (pl orphanPlanner) references(ctx context.Context, tbl *table.Table, fsys i
 					return err
 				}
 				df := e.DataFile()
-				out = append(out, entry{c.canon(df.FilePath()), df.FilePath()})
+				out = append(out, entry{c.Canon(df.FilePath()), df.FilePath()})
 				if ref := df.ReferencedDataFile(); ref != nil && *ref != "" {
-					out = append(out, entry{c.canon(*ref), *ref})
+					out = append(out, entry{c.Canon(*ref), *ref})
 				}
 			}
 			found[i] = out
@@ -359,18 +359,18 @@ func (pl orphanPlanner) references(ctx context.Context, tbl *table.Table, fsys i
 func (p *orphanPlan) guard() error {
 	r := p.refs
 	for _, o := range p.files {
-		if o.canon.full == r.current.full {
+		if o.canon.Full == r.current.Full {
 			return fmt.Errorf("%w: planned orphan %s is the current metadata file %s", errOrphanGuard, o.path, r.currentRaw)
 		}
-		base := path.Base(o.canon.full)
+		base := path.Base(o.canon.Full)
 		if ref, ok := r.base[base]; ok {
 			return fmt.Errorf("%w: planned orphan %s has the base name of referenced file %s", errOrphanGuard, o.path, ref)
 		}
 		if !metadataShaped(base) {
 			continue
 		}
-		dir := path.Dir(o.canon.full)
-		inMeta := slices.ContainsFunc(r.metaDirs, func(m canonPath) bool { return m.full == dir })
+		dir := path.Dir(o.canon.Full)
+		inMeta := slices.ContainsFunc(r.metaDirs, func(m location.Canonical) bool { return m.Full == dir })
 		if ref, ok := r.logged[metadataBase(base)]; ok && inMeta {
 			return fmt.Errorf("%w: planned orphan %s is a metadata file named by the metadata log entry %s", errOrphanGuard, o.path, ref)
 		}
@@ -462,10 +462,10 @@ func displayPath(f plannedOrphan, loc string) string {
 	if strings.Contains(f.path, "://") {
 		return f.path
 	}
-	if s, _, ok := splitScheme(loc); ok && s == "file" {
-		return "file://" + f.canon.full
+	if location.Scheme(loc) == "file" {
+		return "file://" + f.canon.Full
 	}
-	return f.canon.full
+	return f.canon.Full
 }
 
 // asLocation spells a listed path the way the table location spells it:

@@ -110,9 +110,7 @@ func BenchmarkOrphanPlanning(b *testing.B) {
 	ctx := context.Background()
 	fsys, err := tbl.FS(ctx)
 	require.NoError(b, err)
-	cwd, err := os.Getwd()
-	require.NoError(b, err)
-	pl := orphanPlanner{canon: pathCanon{schemes: defaultEqualSchemes, cwd: cwd}, olderThan: policy.DefaultOrphanOlderThan}
+	pl := orphanPlanner{canon: testCanon(b, nil, nil, ""), olderThan: policy.DefaultOrphanOlderThan}
 	var oursT, theirsT time.Duration
 	ours := func() {
 		start := time.Now()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tms-dev/tms/internal/location"
 	"github.com/tms-dev/tms/policy"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -27,11 +28,19 @@ import (
 // osPath is the absolute OS path of a local path in any spelling.
 func osPath(t *testing.T, p string) string {
 	t.Helper()
-	cwd, err := os.Getwd()
+	c := testCanon(t, nil, nil, "").Canon(p)
+	require.Equal(t, c.Full, c.Key, "%s is not local", p)
+	return c.Full
+}
+
+// testCanon is the normaliser orphan planning builds from a policy's
+// equivalences (nil schemes: Spark's default), relative paths resolved
+// against dir ("": the working directory).
+func testCanon(t testing.TB, schemes, authorities map[string]string, dir string) location.Normaliser {
+	t.Helper()
+	n, err := location.New(location.Options{EqualSchemes: schemes, EqualAuthorities: authorities, Dir: dir})
 	require.NoError(t, err)
-	c := pathCanon{cwd: cwd}.canon(p)
-	require.Equal(t, c.full, c.key, "%s is not local", p)
-	return c.full
+	return n
 }
 
 // treeFiles lists every file under root.
@@ -189,8 +198,8 @@ func TestOrphanCleanupRelativeLocation(t *testing.T) {
 	ours, err := newTestPlanner(t, policy.OrphanOptions{}).plan(t.Context(), tbl, fsys)
 	require.NoError(t, err)
 	for _, o := range ours.files {
-		require.NotEqual(t, current, o.canon.full)
-		require.NotContains(t, metadataFiles(t, tbl), o.canon.full)
+		require.NotEqual(t, current, o.canon.Full)
+		require.NotContains(t, metadataFiles(t, tbl), o.canon.Full)
 	}
 
 	checkForeignCleanup(t, f)
@@ -245,76 +254,15 @@ func TestOrphanCleanupHadoopSidecars(t *testing.T) {
 
 func newTestPlanner(t *testing.T, p policy.OrphanOptions) orphanPlanner {
 	t.Helper()
-	cwd, err := os.Getwd()
-	require.NoError(t, err)
-	if p.EqualSchemes == nil {
-		p.EqualSchemes = defaultEqualSchemes
-	}
 	return orphanPlanner{
-		canon:     pathCanon{schemes: p.EqualSchemes, authorities: p.EqualAuthorities, cwd: cwd},
+		canon:     testCanon(t, p.EqualSchemes, p.EqualAuthorities, ""),
 		olderThan: cmp.Or(p.OlderThan, policy.DefaultOrphanOlderThan),
 		mismatch:  p.PrefixMismatch,
 	}
 }
 
-func TestCanonicalPaths(t *testing.T) {
-	t.Parallel()
-	c := pathCanon{
-		schemes: defaultEqualSchemes,
-		authorities: map[string]string{
-			"bucket.s3.amazonaws.com": "bucket", "bucket.s3.us-east-1.amazonaws.com": "bucket",
-			"acct.blob.core.windows.net": "acct.dfs.core.windows.net",
-		},
-		cwd: "/work/dir",
-	}
-	// Every spelling in a group names the same file; the groups differ.
-	groups := [][]string{
-		{
-			"/work/dir/data/x.parquet", "data/x.parquet", "./data/x.parquet", "data//x.parquet", "data/sub/../x.parquet",
-			"/work/dir/./data/x.parquet", "/work//dir/data/x.parquet", "file:/work/dir/data/x.parquet",
-			"file:///work/dir/data/x.parquet", "file://localhost/work/dir/data/x.parquet", "FILE:///work/dir/data/x.parquet",
-			"file:data/x.parquet", "file:/work/dir/data/x%2Eparquet", "../dir/data/x.parquet",
-		},
-		{"/work/dir/data", "/work/dir/data/", "data/", "file:///work/dir/data/", "file:/work/dir/data//"},
-		{
-			"s3://bucket/wh/t/data/x.parquet", "s3a://bucket/wh/t/data/x.parquet", "s3n://bucket/wh/t/data/x.parquet",
-			"S3A://bucket/wh/t/data/x.parquet", "s3://bucket/wh/t//data/x.parquet", "s3://bucket/wh/t/data/./x.parquet",
-			"s3://bucket/wh/t/tmp/../data/x.parquet", "s3://bucket.s3.amazonaws.com/wh/t/data/x.parquet",
-			"s3a://bucket.s3.us-east-1.amazonaws.com/wh/t/data/x.parquet",
-		},
-		{"s3://other/wh/t/data/x.parquet"},
-		{"gs://bucket/wh/t/data/x.parquet"},
-		{"/other/dir/data/x.parquet", "file:/other/dir/data/x.parquet"},
-		{
-			"abfss://c@acct.dfs.core.windows.net/t/x.parquet", "abfss://c@acct.blob.core.windows.net/t/x.parquet",
-			"abfss://c@acct.dfs.core.windows.net/t/x.parquet/",
-		},
-		{"hdfs://nn1:8020/wh/t/x.parquet"},
-		{"hdfs://nn2:8020/wh/t/x.parquet"},
-		{"file://otherhost/work/dir/data/x.parquet"},
-		// A colon in a file name is not a scheme (iceberg-go's local FileIO
-		// treats it as a name).
-		{"part:2024/x.parquet", "/work/dir/part:2024/x.parquet"},
-	}
-	var seen []string
-	for _, g := range groups {
-		want := c.canon(g[0])
-		for _, p := range g {
-			require.Equal(t, want, c.canon(p), p)
-		}
-		require.NotContains(t, seen, want.full, g[0])
-		seen = append(seen, want.full)
-	}
-	require.Equal(t, canonPath{full: "/work/dir/data/x.parquet", key: "/work/dir/data/x.parquet"}, c.canon("data/x.parquet"))
-	require.Equal(t, canonPath{full: "s3://bucket/wh/t/data/x.parquet", key: "/wh/t/data/x.parquet"}, c.canon("s3a://bucket.s3.amazonaws.com/wh/t/data/x.parquet"))
-	// The same key under two namenodes is a prefix mismatch, not a match.
-	require.Equal(t, c.canon("hdfs://nn1:8020/wh/t/x.parquet").key, c.canon("hdfs://nn2:8020/wh/t/x.parquet").key)
-
-	require.True(t, c.canon("data/x.parquet").under(c.canon("file:/work/dir/")))
-	require.True(t, c.canon("s3a://bucket/wh/t/data/x").under(c.canon("s3://bucket/wh/t")))
-	require.False(t, c.canon("/work/dirt/x").under(c.canon("/work/dir")))
-	require.False(t, c.canon("/work/dir").under(c.canon("/work/dir")))
-}
+// The canonical forms orphan planning compares are tested with the
+// normaliser in package internal/location.
 
 func TestHiddenFilter(t *testing.T) {
 	t.Parallel()
@@ -383,7 +331,7 @@ func TestOrphanGuardAborts(t *testing.T) {
 		{"logged metadata, gzip spelling", strings.TrimSuffix(loggedOS, ".metadata.json") + ".gz.metadata.json", logged},
 		{"logged metadata, .gz suffix", loggedOS + ".gz", logged},
 	} {
-		plan := &orphanPlan{refs: refs, location: tbl.Location(), files: []plannedOrphan{{path: tc.planned, canon: pl.canon.canon(tc.planned), size: 1}}}
+		plan := &orphanPlan{refs: refs, location: tbl.Location(), files: []plannedOrphan{{path: tc.planned, canon: pl.canon.Canon(tc.planned), size: 1}}}
 		err := plan.guard()
 		require.ErrorIs(t, err, errOrphanGuard, tc.name)
 		require.ErrorContains(t, err, tc.planned, tc.name)
@@ -391,7 +339,7 @@ func TestOrphanGuardAborts(t *testing.T) {
 	}
 	// A planned file that looks like nothing referenced passes.
 	ok := filepath.Join(dir, "00099-7e570000-0000-4000-8000-000000000000.metadata.json")
-	require.NoError(t, (&orphanPlan{refs: refs, files: []plannedOrphan{{path: ok, canon: pl.canon.canon(ok)}}}).guard())
+	require.NoError(t, (&orphanPlan{refs: refs, files: []plannedOrphan{{path: ok, canon: pl.canon.Canon(ok)}}}).guard())
 
 	// End to end: a copy of a data file under another folder is an orphan by
 	// path but shares a referenced base name, so the whole cleanup aborts,
@@ -416,10 +364,10 @@ func TestOrphanPrefixMismatch(t *testing.T) {
 	t.Parallel()
 	const loc, ref, stray = "hdfs://nn1:8020/wh/t", "hdfs://nn1:8020/wh/t/data/a.parquet", "hdfs://nn2:8020/wh/t/data/a.parquet"
 	plan := func(mode table.PrefixMismatchMode, auths map[string]string) ([]plannedOrphan, error) {
-		pl := orphanPlanner{canon: pathCanon{schemes: defaultEqualSchemes, authorities: auths, cwd: "/"}, mismatch: mode}
+		pl := orphanPlanner{canon: testCanon(t, nil, auths, "/"), mismatch: mode}
 		refs := &orphanRefs{full: map[string]string{}, byKey: map[string]string{}, base: map[string]string{}, logged: map[string]string{}}
 		refs.add(pl.canon, ref)
-		return pl.match([]plannedOrphan{{path: stray, canon: pl.canon.canon(stray)}}, refs, loc)
+		return pl.match([]plannedOrphan{{path: stray, canon: pl.canon.Canon(stray)}}, refs, loc)
 	}
 	_, err := plan(table.PrefixMismatchError, nil)
 	require.ErrorContains(t, err, "prefix mismatch: listed "+stray+" and referenced "+ref)
@@ -434,20 +382,20 @@ func TestOrphanPrefixMismatch(t *testing.T) {
 	require.Empty(t, got, "equal authorities: referenced")
 
 	// Under the location (s3a listed, s3 referenced): delete mode plans it.
-	pl := orphanPlanner{canon: pathCanon{schemes: map[string]string{}, cwd: "/"}, mismatch: table.PrefixMismatchDelete}
+	pl := orphanPlanner{canon: testCanon(t, map[string]string{}, nil, "/"), mismatch: table.PrefixMismatchDelete}
 	refs := &orphanRefs{full: map[string]string{}, byKey: map[string]string{}, base: map[string]string{}, logged: map[string]string{}}
 	refs.add(pl.canon, "s3://b/t/data/a.parquet")
-	listed := []plannedOrphan{{path: "s3a://b/t/data/a.parquet", canon: pl.canon.canon("s3a://b/t/data/a.parquet")}}
+	listed := []plannedOrphan{{path: "s3a://b/t/data/a.parquet", canon: pl.canon.Canon("s3a://b/t/data/a.parquet")}}
 	got, err = pl.match(listed, refs, "s3a://b/t")
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	pl.mismatch = table.PrefixMismatchError
 	_, err = pl.match(listed, refs, "s3a://b/t")
 	require.ErrorContains(t, err, "prefix mismatch")
-	pl.canon = pathCanon{schemes: defaultEqualSchemes, cwd: "/"}
+	pl.canon = testCanon(t, nil, nil, "/")
 	refs = &orphanRefs{full: map[string]string{}, byKey: map[string]string{}, base: map[string]string{}, logged: map[string]string{}}
 	refs.add(pl.canon, "s3://b/t/data/a.parquet")
-	listed[0].canon = pl.canon.canon(listed[0].path)
+	listed[0].canon = pl.canon.Canon(listed[0].path)
 	got, err = pl.match(listed, refs, "s3a://b/t")
 	require.NoError(t, err)
 	require.Empty(t, got, "s3a is s3 by default")

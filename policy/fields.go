@@ -74,6 +74,14 @@ type Field struct {
 	Doc string
 }
 
+// withDoc returns f with another Doc: one definition of a field's
+// spellings, kind, default and values serves two types whose meaning of it
+// differs in detail.
+func (f Field) withDoc(doc string) Field {
+	f.Doc = doc
+	return f
+}
+
 // names returns Name and then the aliases.
 func (f Field) names() []string { return append([]string{f.Name}, f.Aliases...) }
 
@@ -197,7 +205,12 @@ var (
 	fCleanExpiredFiles = Field{Name: "rewriteOptions.clean-expired-files", Aliases: []string{"cleanExpiredFiles"}, Kind: KindBoolean, Default: "true",
 		Doc: "Delete the files only the expired snapshots referenced."}
 
-	expiryFields = []Field{fExpireOlderThan, fExpireOlderThanMs, fRetainLast, fCleanExpiredFiles}
+	// fExpiryPrefixMismatch is the orphan field (same spellings, values
+	// and default) with what the mode means for an expiry.
+	fExpiryPrefixMismatch = fPrefixMismatch.withDoc("What to do when a file only the expired snapshots reference is the same object as a file the retained snapshots reference under another spelling (file:/p and file:///p, s3a:// and s3:// by default), or the same path under a scheme or authority equal-schemes and equal-authorities do not map: error fails the type before it commits, naming both spellings, so no snapshot is expired and nothing deleted; ignore keeps such files and expires; delete acts as ignore, because an expiry never deletes a file a retained snapshot may read. A location that cannot be parsed is kept too.")
+
+	expiryFields = []Field{fExpireOlderThan, fExpireOlderThanMs, fRetainLast, fCleanExpiredFiles,
+		fEqualSchemes, fEqualAuthorities, fExpiryPrefixMismatch}
 )
 
 // The orphan-cleanup fields.

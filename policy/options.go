@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/tms-dev/tms/internal/location"
 )
 
 // This file parses each type's options, the part of a content the runner
@@ -49,13 +51,20 @@ type ManifestOptions struct {
 }
 
 // ExpiryOptions is the parsed content of a snapshot-expiry policy. Zero
-// values mean "use the table's history.expire.* property".
+// retention values mean "use the table's history.expire.* property".
 type ExpiryOptions struct {
 	OlderThan time.Duration
 	// HasOlderThan says the policy set an age (OlderThan may be 0).
 	HasOlderThan      bool
 	RetainLast        int64
 	CleanExpiredFiles bool
+	// EqualSchemes, EqualAuthorities and PrefixMismatch are read as
+	// orphan cleanup reads them (see OrphanOptions): an expiry deletes
+	// a file only the expired snapshots reference, and must know when a
+	// retained snapshot names the same object under another spelling.
+	EqualSchemes     map[string]string
+	EqualAuthorities map[string]string
+	PrefixMismatch   table.PrefixMismatchMode
 }
 
 // OrphanOptions is the parsed content of an orphan-cleanup policy.
@@ -70,8 +79,9 @@ type OrphanOptions struct {
 }
 
 // DefaultEqualSchemes is Spark's remove_orphan_files default: s3a and s3n
-// name the same objects as s3.
-func DefaultEqualSchemes() map[string]string { return map[string]string{"s3a": "s3", "s3n": "s3"} }
+// name the same objects as s3 (package internal/location's default, which
+// compares the locations).
+func DefaultEqualSchemes() map[string]string { return location.DefaultEqualSchemes() }
 
 // ValidateOptions checks the options of a content for maintenance type t
 // without touching any table (the runner's check; ParseContent does this
@@ -137,6 +147,7 @@ func ParseExpiry(content json.RawMessage) (ExpiryOptions, error) {
 		RetainLast:        r.int(fRetainLast),
 		CleanExpiredFiles: r.bool(fCleanExpiredFiles),
 	}
+	p.EqualSchemes, p.EqualAuthorities, p.PrefixMismatch = r.spellings(fExpiryPrefixMismatch)
 	return p, r.done()
 }
 
@@ -144,23 +155,33 @@ func ParseExpiry(content json.RawMessage) (ExpiryOptions, error) {
 func ParseOrphans(content json.RawMessage) (OrphanOptions, error) {
 	r := read(content)
 	p := OrphanOptions{
-		OlderThan:    r.age(fOrphanOlderThan, fOrphanOlderThanMs).orDefault(DefaultOrphanOlderThan),
-		EqualSchemes: DefaultEqualSchemes(),
+		OlderThan: r.age(fOrphanOlderThan, fOrphanOlderThanMs).orDefault(DefaultOrphanOlderThan),
 	}
-	maps.Copy(p.EqualSchemes, r.equivalences(fEqualSchemes, true))
-	p.EqualAuthorities = r.equivalences(fEqualAuthorities, false)
-	mode, _ := r.string(fPrefixMismatch)
-	switch mode = strings.ToLower(mode); mode {
-	case "", "error":
-		p.PrefixMismatch = table.PrefixMismatchError
-	case "ignore":
-		p.PrefixMismatch = table.PrefixMismatchIgnore
-	case "delete":
-		p.PrefixMismatch = table.PrefixMismatchDelete
-	default:
-		r.fail(r.found, "want error, ignore or delete, got %q", mode)
-	}
+	p.EqualSchemes, p.EqualAuthorities, p.PrefixMismatch = r.spellings(fPrefixMismatch)
 	return p, r.done()
+}
+
+// spellings reads the equal-schemes, equal-authorities and (under mode's
+// spellings) prefix-mismatch-mode fields, which orphan cleanup and snapshot
+// expiry share: the scheme equivalences on top of Spark's default, the
+// authority equivalences, and the mode (error when absent, as in Spark and
+// iceberg-go).
+func (r *reader) spellings(mode Field) (schemes, authorities map[string]string, m table.PrefixMismatchMode) {
+	schemes = DefaultEqualSchemes()
+	maps.Copy(schemes, r.equivalences(fEqualSchemes, true))
+	authorities = r.equivalences(fEqualAuthorities, false)
+	s, _ := r.string(mode)
+	switch s = strings.ToLower(s); s {
+	case "", "error":
+		m = table.PrefixMismatchError
+	case "ignore":
+		m = table.PrefixMismatchIgnore
+	case "delete":
+		m = table.PrefixMismatchDelete
+	default:
+		r.fail(r.found, "want error, ignore or delete, got %q", s)
+	}
+	return schemes, authorities, m
 }
 
 // reader reads fields out of a content, each key at most once so the

@@ -102,3 +102,60 @@ func TestOrphanPolicyFields(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, tc.content)
 	}
 }
+
+// Snapshot expiry takes orphan cleanup's equal-schemes, equal-authorities
+// and prefix-mismatch-mode with the same spellings, defaults and checks.
+func TestExpiryPolicySpellingFields(t *testing.T) {
+	t.Parallel()
+	p, err := ParseExpiry(nil)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"s3a": "s3", "s3n": "s3"}, p.EqualSchemes)
+	require.Empty(t, p.EqualAuthorities)
+	require.Equal(t, table.PrefixMismatchError, p.PrefixMismatch, "error by default, as in iceberg-go")
+	require.True(t, p.CleanExpiredFiles)
+
+	p, err = ParseExpiry(json.RawMessage(`{"retain-last": 2, "equalSchemes": {"gs2, GCS": "gs"},
+		"rewriteOptions": {"equal-authorities": "{\"nn1:8020,nn2:8020\": \"ns1\"}", "prefix-mismatch-mode": "Ignore"}}`))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, p.RetainLast)
+	require.Equal(t, map[string]string{"s3a": "s3", "s3n": "s3", "gs2": "gs", "gcs": "gs"}, p.EqualSchemes)
+	require.Equal(t, map[string]string{"nn1:8020": "ns1", "nn2:8020": "ns1"}, p.EqualAuthorities)
+	require.Equal(t, table.PrefixMismatchIgnore, p.PrefixMismatch)
+
+	p, err = ParseExpiry(json.RawMessage(`{"prefixMismatchMode": "delete"}`))
+	require.NoError(t, err)
+	require.Equal(t, table.PrefixMismatchDelete, p.PrefixMismatch)
+
+	for _, tc := range []struct{ content, want string }{
+		{`{"equal-schemes": "s3a=s3"}`, `equal-schemes: want a JSON object mapping comma-separated schemes to one`},
+		{`{"rewriteOptions": {"equal-schemes": {"s3 a": "s3"}}}`, `rewriteOptions.equal-schemes: want a JSON object mapping comma-separated schemes to one, e.g. {"s3a,s3n": "s3"}: "s3 a" is not a URI scheme`},
+		{`{"equalAuthorities": {"host/a": "b"}}`, `equalAuthorities: want a JSON object mapping comma-separated authorities to one`},
+		{`{"prefix-mismatch-mode": "warn"}`, `prefix-mismatch-mode: want error, ignore or delete, got "warn"`},
+		{`{"rewriteOptions": {"prefix-mismatch-mode": 3}}`, `rewriteOptions.prefix-mismatch-mode: want error, ignore or delete, got "3"`},
+		{`{"rewriteOptions": {"prefix-mismatch": "ignore"}}`, "rewriteOptions.prefix-mismatch: unknown option"},
+	} {
+		err := ValidateOptions(SnapshotExpiry, json.RawMessage(tc.content))
+		require.ErrorIs(t, err, ErrInvalid, tc.content)
+		require.ErrorContains(t, err, tc.want, tc.content)
+	}
+
+	// One definition: the expiry fields are the orphan ones but for what
+	// the mode means.
+	find := func(ty Type, name string) Field {
+		for _, f := range Fields(ty) {
+			if f.Name == name {
+				return f
+			}
+		}
+		t.Fatalf("%s has no field %s", ty, name)
+		return Field{}
+	}
+	for _, name := range []string{"rewriteOptions.equal-schemes", "rewriteOptions.equal-authorities", "rewriteOptions.prefix-mismatch-mode"} {
+		e, o := find(SnapshotExpiry, name), find(OrphanCleanup, name)
+		require.Equal(t, o.Aliases, e.Aliases, name)
+		require.Equal(t, o.Default, e.Default, name)
+		require.Equal(t, o.Values, e.Values, name)
+		require.Equal(t, o.Kind, e.Kind, name)
+	}
+	require.Contains(t, find(SnapshotExpiry, "rewriteOptions.prefix-mismatch-mode").Doc, "never deletes a file a retained snapshot may read")
+}

@@ -94,7 +94,7 @@ func Reference() string {
 var typeDoc = map[Type]string{
 	Compaction:      "Rewrites small data files into files of the target size and applies delete files. It works when data-file-mse ≥ minDataFileMse or, with at least one delete file, delete-file-number ≥ minDeleteFileNumber. Rows are never changed: the new files are checked against the replaced ones before the commit.",
 	ManifestRewrite: "Rewrites the current snapshot's manifests into fewer, larger ones. It works when there are at least minManifestNumber manifests averaging below maxAvgManifestSizeBytes, or at least maxManifestNumber at any size.",
-	SnapshotExpiry:  "Expires old snapshots and deletes the files only they referenced. Unset ages and counts fall back to the table's history.expire.* properties.",
+	SnapshotExpiry:  "Expires old snapshots and deletes the files only they referenced. Unset ages and counts fall back to the table's history.expire.* properties. Files are compared by canonical location, as orphan cleanup compares them: a file a retained snapshot references under another spelling (file:/p and file:///p, s3a:// and s3://) is never deleted, and prefix-mismatch-mode says whether the expiry fails or keeps it.",
 	OrphanCleanup:   "Deletes files under the table location that no snapshot references and that are older than older-than. It skips hidden names as Iceberg's DeleteOrphanFiles does, and deletes nothing when a planned orphan looks like a live file.",
 }
 
