@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -17,6 +16,8 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
+
+	"github.com/tms-dev/tms/internal/location"
 )
 
 // Delete files a rewrite removes.
@@ -154,7 +155,10 @@ func (s *stepState) planRemovals(ctx context.Context, results []table.Compaction
 	if err != nil {
 		return nil, err
 	}
-	canon := defaultCanon()
+	canon, err := defaultCanon()
+	if err != nil {
+		return nil, err
+	}
 	rewritten := map[string]struct{}{}
 	removed := map[string]bool{}
 	var dvs []iceberg.DataFile
@@ -219,11 +223,14 @@ func (s *stepState) hasDeleteFiles() bool {
 }
 
 // defaultCanon is the location normaliser with Spark's scheme
-// equivalences (s3a, s3n = s3).
-func defaultCanon() func(string) string {
-	cwd, _ := os.Getwd()
-	c := pathCanon{schemes: defaultEqualSchemes, cwd: cwd}
-	return func(p string) string { return c.canon(p).full }
+// equivalences (s3a, s3n = s3), as a function to the canonical spelling of
+// one object.
+func defaultCanon() (func(string) string, error) {
+	n, err := location.New(location.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("location normaliser: %w", err)
+	}
+	return func(p string) string { return n.Canon(p).Full }, nil
 }
 
 // namedPaths returns the data file paths a position-delete file or

@@ -177,7 +177,8 @@ func TestVerifierRefusesRemovingLiveDeletes(t *testing.T) {
 	require.NoError(t, err)
 	data, deletes := b.liveFiles(t)
 	require.Len(t, deletes, 1)
-	canon := defaultCanon()
+	canon, err := defaultCanon()
+	require.NoError(t, err)
 	removed := map[string]bool{}
 	var large string
 	for _, df := range data {
