@@ -125,4 +125,13 @@
 // metadata file, shares a referenced file's base name, or is a
 // metadata-shaped file in a metadata folder named like a metadata log
 // entry.
+//
+// On local storage the listing follows a symbolic link to a folder (a
+// table's data/ moved to another disk) and lists it under the link's path,
+// the spelling the metadata uses, once per folder and never through a link
+// to a folder containing the link or the table (a cycle); a file the
+// metadata names through a link is referenced. A link itself is never a
+// candidate: links to files, dangling links and skipped folder links are
+// named in the detail (skipped_links), and deletion checks right before
+// each Remove that the path has not become a link.
 package chain

@@ -27,10 +27,14 @@ import (
 
 // OrphanPlan is the TypeReport.Detail of orphan cleanup: exactly the files
 // it deleted, or in a dry run would delete.
+//
+// SkippedLinks names the symbolic links the listing met and left alone
+// (orphanlinks.go); it is absent when there were none.
 type OrphanPlan struct {
-	OlderThan  string       `json:"older_than"`
-	Files      []OrphanFile `json:"files"`
-	TotalBytes int64        `json:"total_bytes"`
+	OlderThan    string       `json:"older_than"`
+	Files        []OrphanFile `json:"files"`
+	TotalBytes   int64        `json:"total_bytes"`
+	SkippedLinks *OrphanLinks `json:"skipped_links,omitempty"`
 }
 
 // OrphanFile is one planned orphan.
@@ -80,23 +84,24 @@ func (s *stepState) cleanOrphans(ctx context.Context, p policy.OrphanOptions, lo
 	detail := plan.detail(p.OlderThan)
 	s.rep.Detail = detail
 	if len(plan.files) == 0 {
-		return "", skip{fmt.Sprintf("no orphan files older than %s", p.OlderThan)}
+		return "", skip{fmt.Sprintf("no orphan files older than %s%s", p.OlderThan, plan.links.summary())}
 	}
 	if s.r.opts.DryRun {
-		return "", skip{fmt.Sprintf("dry run: would delete %d orphan files (%d bytes) older than %s", len(detail.Files), detail.TotalBytes, p.OlderThan)}
+		return "", skip{fmt.Sprintf("dry run: would delete %d orphan files (%d bytes) older than %s%s", len(detail.Files), detail.TotalBytes, p.OlderThan, plan.links.summary())}
 	}
 	if err := s.gate(ctx); err != nil {
 		return "", err
 	}
 	deleted, err := plan.execute(ctx, fsys)
 	if len(deleted) < len(plan.files) {
-		s.rep.Detail = plan.subset(deleted).detail(p.OlderThan)
+		detail = plan.subset(deleted).detail(p.OlderThan)
+		s.rep.Detail = detail
 	}
 	if err != nil {
 		return "", fmt.Errorf("delete orphan files (%d of %d deleted): %w", len(deleted), len(plan.files), err)
 	}
 	log.Info("deleted orphan files", zap.Int("files", len(deleted)), zap.Int64("bytes", detail.TotalBytes))
-	return fmt.Sprintf("deleted %d orphan files (%d bytes) older than %s", len(deleted), detail.TotalBytes, p.OlderThan), nil
+	return fmt.Sprintf("deleted %d orphan files (%d bytes) older than %s%s", len(deleted), detail.TotalBytes, p.OlderThan, plan.links.summary()), nil
 }
 
 // orphanPlanner finds the files under a table's location that it does not
@@ -107,12 +112,14 @@ type orphanPlanner struct {
 	mismatch  table.PrefixMismatchMode
 }
 
-// orphanPlan is a planned cleanup: the orphans, and the reference set they
-// were planned against (for the guard).
+// orphanPlan is a planned cleanup: the orphans, the reference set they
+// were planned against (for the guard), and the links the listing (and
+// later execute) skipped, for the detail.
 type orphanPlan struct {
 	files    []plannedOrphan
 	refs     *orphanRefs
 	location string
+	links    *linkLog
 }
 
 // plannedOrphan is one orphan: path is the listed spelling, the one deleted.
@@ -124,8 +131,9 @@ type plannedOrphan struct {
 
 // plan lists every file under the table location older than olderThan
 // that is not hidden (hiddenFilter), reading the reference set at the same
-// time, and keeps those match finds unreferenced. Both sides go through
-// the same canonicalization.
+// time, and keeps those match finds unreferenced and that the metadata
+// does not reference through a symbolic link either (keepLinked). Both
+// sides go through the same canonicalization.
 func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.IO) (*orphanPlan, error) {
 	lister, ok := fsys.(iceio.ListableIO)
 	if !ok {
@@ -138,13 +146,14 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 
 	var refs *orphanRefs
 	var listed []plannedOrphan
+	links := &linkLog{}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
 		refs, err = pl.references(gctx, tbl, fsys)
 		return err
 	})
 	g.Go(func() error {
-		return listFiles(gctx, lister, loc, filter.hiddenName, func(p string, size int64, mtime time.Time) {
+		return listFiles(gctx, lister, loc, filter.hiddenName, links, func(p string, size int64, mtime time.Time) {
 			if !mtime.Before(cutoff) {
 				return
 			}
@@ -164,7 +173,8 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 	if err != nil {
 		return nil, err
 	}
-	return &orphanPlan{files: files, refs: refs, location: loc}, nil
+	files = links.keepLinked(files, refs, pl.canon)
+	return &orphanPlan{files: files, refs: refs, location: loc, links: links}, nil
 }
 
 // match returns the listed files that refs does not reference. A listed
@@ -409,11 +419,20 @@ func metadataBase(base string) string {
 }
 
 // execute deletes exactly the planned files, by their listed spelling,
-// and returns those deleted. A file already gone counts as deleted.
+// and returns those deleted. A file already gone counts as deleted. On the
+// local FileIO it refuses, right before each Remove, a path that is a
+// symbolic link (removeLocal): the listing never plans a link, but a file
+// may have been replaced by one since.
 func (p *orphanPlan) execute(ctx context.Context, fsys iceio.IO) ([]string, error) {
 	paths := make([]string, len(p.files))
 	for i, f := range p.files {
 		paths[i] = f.path
+	}
+	if localIO(fsys) {
+		if p.links == nil {
+			p.links = &linkLog{}
+		}
+		return removeLocal(ctx, fsys, paths, p.links)
 	}
 	if b, ok := fsys.(iceio.BulkRemovableIO); ok {
 		return b.DeleteFiles(ctx, paths)
@@ -447,7 +466,7 @@ func (p *orphanPlan) subset(keep []string) *orphanPlan {
 // detail is the plan as the type's Detail reports it, paths spelled the way
 // the table location spells them.
 func (p *orphanPlan) detail(olderThan time.Duration) *OrphanPlan {
-	d := &OrphanPlan{OlderThan: olderThan.String(), Files: []OrphanFile{}}
+	d := &OrphanPlan{OlderThan: olderThan.String(), Files: []OrphanFile{}, SkippedLinks: p.links.report(p.location)}
 	for _, f := range p.files {
 		d.Files = append(d.Files, OrphanFile{Path: displayPath(f, p.location), SizeBytes: f.size})
 		d.TotalBytes += f.size
@@ -489,7 +508,15 @@ func asLocation(p, loc string) string {
 // below loc that hiddenDir names hidden; the caller filters the files of
 // hidden folders by their relative paths (hiddenFilter.hiddenRel) either
 // way, so both see the same files.
-func listFiles(ctx context.Context, lister iceio.ListableIO, loc string, hiddenDir func(name string) bool, fn func(path string, size int64, mtime time.Time)) error {
+//
+// A symbolic link is never passed to fn, so it is never deleted: on the
+// local FileIO the walk follows a link to a folder, once per folder, and
+// skips every other link (localWalk); another FileIO's walk skips every
+// link. The skipped ones go to links (which may be nil).
+func listFiles(ctx context.Context, lister iceio.ListableIO, loc string, hiddenDir func(name string) bool, links *linkLog, fn func(path string, size int64, mtime time.Time)) error {
+	if links == nil {
+		links = &linkLog{}
+	}
 	if bfs, ok := blobIO(lister); ok {
 		// Split as iceberg-go's blob FileIO does: the key is the raw text
 		// after the bucket, never URL-unescaped.
@@ -517,12 +544,24 @@ func listFiles(ctx context.Context, lister iceio.ListableIO, loc string, hiddenD
 			}
 		}
 	}
+	if localIO(lister) {
+		root, err := localRoot(lister, loc)
+		if err != nil {
+			return err
+		}
+		w := localWalk{ctx: ctx, hidden: hiddenDir, fn: fn, log: links}
+		return w.run(root)
+	}
 	return lister.WalkDir(loc, func(p string, d stdfs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if d.Type()&stdfs.ModeSymlink != 0 {
+			links.skip(p, "", linkUnfollowed)
+			return nil
 		}
 		if d.IsDir() {
 			if strings.TrimSuffix(p, "/") != strings.TrimSuffix(loc, "/") && hiddenDir(d.Name()) {

@@ -45,7 +45,7 @@ func TestListFilesFlatOnS3(t *testing.T) {
 		mtime time.Time
 	}
 	flat := map[string]entry{}
-	require.NoError(t, listFiles(ctx, wrapped, tbl.Location(), func(string) bool { return false }, func(p string, size int64, mtime time.Time) {
+	require.NoError(t, listFiles(ctx, wrapped, tbl.Location(), func(string) bool { return false }, nil, func(p string, size int64, mtime time.Time) {
 		flat[p] = entry{size, mtime.Truncate(time.Second)}
 	}))
 	walked := map[string]entry{}
