@@ -12,6 +12,8 @@ import (
 	"time"
 
 	iceio "github.com/apache/iceberg-go/io"
+
+	"github.com/tms-dev/tms/internal/location"
 )
 
 // Symbolic links under a local table location.
@@ -332,7 +334,7 @@ func within(dir, p string) bool {
 // references under another path naming the same file: its real path, its
 // path through any other link or folder the walk reached its folder by, or
 // a link to it. Deleting such a file would delete a file the table reads.
-func (l *linkLog) keepLinked(files []plannedOrphan, refs *orphanRefs, c pathCanon) []plannedOrphan {
+func (l *linkLog) keepLinked(files []plannedOrphan, refs *orphanRefs, c location.Normaliser) []plannedOrphan {
 	if l == nil || !l.walked {
 		return files
 	}
@@ -360,9 +362,9 @@ func (l *linkLog) keepLinked(files []plannedOrphan, refs *orphanRefs, c pathCano
 
 // referencedElsewhere reports whether refs names the file with real path
 // real under any spelling the walk saw for it.
-func (l *linkLog) referencedElsewhere(real string, refs *orphanRefs, c pathCanon) bool {
+func (l *linkLog) referencedElsewhere(real string, refs *orphanRefs, c location.Normaliser) bool {
 	is := func(p string) bool {
-		_, ok := refs.full[c.canon(filepath.ToSlash(p)).full]
+		_, ok := refs.full[c.Canon(filepath.ToSlash(p)).Full]
 		return ok
 	}
 	if is(real) {

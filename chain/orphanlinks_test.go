@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/tms-dev/tms/internal/location"
 	"github.com/tms-dev/tms/testdata"
 )
 
@@ -400,10 +401,11 @@ func TestOrphanLinkSpellings(t *testing.T) {
 
 	links := &linkLog{}
 	var listed []plannedOrphan
-	c := pathCanon{cwd: dir}
+	c, err := location.New(location.Options{Dir: dir})
+	require.NoError(t, err)
 	require.NoError(t, listFiles(t.Context(), recordingIO{IO: iceio.LocalFS{}, rec: &recorder{}}, "file://"+loc, func(string) bool { return false }, links,
 		func(p string, _ int64, _ time.Time) {
-			listed = append(listed, plannedOrphan{path: p, canon: c.canon(p)})
+			listed = append(listed, plannedOrphan{path: p, canon: c.Canon(p)})
 		}))
 	var paths []string
 	for _, f := range listed {
