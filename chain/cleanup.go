@@ -11,6 +11,8 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/tms-dev/tms/internal/location"
 )
 
 // cleanup deletes the files this type wrote that no commit claimed, after an
@@ -37,14 +39,25 @@ func (s *stepState) cleanup(ctx context.Context) (int, error) {
 		fs = ri.IO
 	}
 	var refs map[string]bool
+	norm, err := location.New(location.Options{})
+	if err != nil {
+		return 0, fmt.Errorf("kept %d written files: %w", len(files), err)
+	}
+	// A commit that reported an error may have landed, and a catalog may
+	// hand back its locations respelled (s3a:// as s3://): a written file
+	// is kept when the table references it under any spelling.
+	live := norm.NewSet()
 	if fresh != nil {
 		if refs, err = referencedFiles(ctx, fresh, fs, s.s0Snapshots); err != nil {
 			return 0, fmt.Errorf("kept %d written files: %w", len(files), err)
 		}
+		for r := range refs {
+			live.Add(r)
+		}
 	}
 	var remove, lists []string
 	for _, f := range files {
-		if refs[f] {
+		if live.Has(f) {
 			continue
 		}
 		remove = append(remove, f)
@@ -53,7 +66,7 @@ func (s *stepState) cleanup(ctx context.Context) (int, error) {
 		}
 	}
 	if fresh != nil && len(lists) > 0 {
-		remove = append(remove, strayMetadata(fresh, fs, refs, lists)...)
+		remove = append(remove, strayMetadata(fresh, fs, live, lists)...)
 	}
 	var errs []error
 	n := 0
@@ -79,7 +92,7 @@ func referencedFiles(ctx context.Context, tbl *table.Table, fs iceio.IO, skip ma
 // strayMetadata finds metadata.json files under the table's metadata folder
 // that the table does not reference and that name one of lists, our
 // uncommitted manifest lists: the catalog wrote them for our failed commit.
-func strayMetadata(tbl *table.Table, fs iceio.IO, refs map[string]bool, lists []string) []string {
+func strayMetadata(tbl *table.Table, fs iceio.IO, live *location.Set, lists []string) []string {
 	l, ok := fs.(iceio.ListableIO)
 	if !ok {
 		return nil
@@ -87,7 +100,7 @@ func strayMetadata(tbl *table.Table, fs iceio.IO, refs map[string]bool, lists []
 	var out []string
 	dir := strings.TrimSuffix(tbl.Location(), "/") + "/metadata"
 	_ = l.WalkDir(dir, func(p string, d stdfs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".metadata.json") || refs[asLocation(p, tbl.Location())] {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".metadata.json") || live.Has(asLocation(p, tbl.Location())) {
 			return nil
 		}
 		f, err := fs.Open(p)

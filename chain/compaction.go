@@ -418,7 +418,11 @@ func (s *stepState) commitGroups(ctx context.Context, groups []compaction.Group,
 			}
 			return nil
 		}
-		tbl, rebases, err := s.commitRewrite(ctx, newInputs(replaced), check, build)
+		in, err := newInputs(replaced)
+		if err != nil {
+			return err
+		}
+		tbl, rebases, err := s.commitRewrite(ctx, in, check, build)
 		detail.Rebases = append(detail.Rebases, rebases...)
 		if err != nil {
 			return err

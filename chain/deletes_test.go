@@ -234,3 +234,35 @@ func (b bundle) requireIDs(t *testing.T, want []int64) {
 	t.Fatalf("iceberg-go's scan reads %d rows, want %d: %d lost (first %v), %d extra (first %v)",
 		len(got), len(want), len(lost), lost[:min(10, len(lost))], len(extra), extra[:min(10, len(extra))])
 }
+
+// A concurrent delete file that names an input of the rewrite under another
+// spelling (s3a:// for s3://, file:/ for file:///) still applies to it: the
+// rebase must see a conflict, or the rewrite would drop the file its rows
+// are deleted from and bring them back.
+func TestRebaseSeesRespelledDeleteTargets(t *testing.T) {
+	t.Parallel()
+	file := func(content iceberg.ManifestEntryContent, path, ref string) iceberg.DataFile {
+		bld, err := iceberg.NewDataFileBuilder(*iceberg.UnpartitionedSpec, content, path, iceberg.ParquetFile, nil, nil, nil, 10, 1000)
+		require.NoError(t, err)
+		if ref != "" {
+			bld.ReferencedDataFile(ref)
+		}
+		return bld.Build()
+	}
+	in, err := newInputs([]iceberg.DataFile{
+		file(iceberg.EntryContentData, "s3://bucket/t/data/a.parquet", ""),
+		file(iceberg.EntryContentData, "file:///wh/t/data/b.parquet", ""),
+	})
+	require.NoError(t, err)
+	for ref, want := range map[string]bool{
+		"s3a://bucket/t/data/a.parquet":   true,
+		"s3://bucket/t//data/a.parquet":   true,
+		"file:/wh/t/data/b.parquet":       true,
+		"/wh/t/data/b.parquet":            true,
+		"s3://bucket/t/data/c.parquet":    false,
+		"file:///wh/t/data/other.parquet": false,
+	} {
+		d := file(iceberg.EntryContentPosDeletes, "s3://bucket/t/data/delete.parquet", ref)
+		require.Equal(t, want, in.mayApply(nil, d), ref)
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/drift"
+	"github.com/tms-dev/tms/internal/location"
 )
 
 // Committing a rewrite through benign changes.
@@ -77,21 +78,28 @@ func (s *stepState) startGate(ctx context.Context) error {
 
 // inputs are the files a rewrite replaces, for classifying snapshots.
 type inputs struct {
-	paths map[string]bool
+	// paths holds the inputs' locations, compared by canonical spelling: a
+	// concurrent writer may name an input as s3a:// where the manifest
+	// says s3://.
+	paths *location.Set
 	// parts holds, per spec id, the partition tuples of the inputs.
 	parts map[int32]map[string]bool
 }
 
-func newInputs(files []iceberg.DataFile) inputs {
-	in := inputs{paths: map[string]bool{}, parts: map[int32]map[string]bool{}}
+func newInputs(files []iceberg.DataFile) (inputs, error) {
+	norm, err := location.New(location.Options{})
+	if err != nil {
+		return inputs{}, fmt.Errorf("location normaliser: %w", err)
+	}
+	in := inputs{paths: norm.NewSet(), parts: map[int32]map[string]bool{}}
 	for _, f := range files {
-		in.paths[f.FilePath()] = true
+		in.paths.Add(f.FilePath())
 		if in.parts[f.SpecID()] == nil {
 			in.parts[f.SpecID()] = map[string]bool{}
 		}
 		in.parts[f.SpecID()][fmt.Sprint(f.Partition())] = true
 	}
-	return in
+	return in, nil
 }
 
 // mayApply reports whether the delete file d could apply to an input:
@@ -101,7 +109,7 @@ func newInputs(files []iceberg.DataFile) inputs {
 // A delete file in another spec is assumed to apply.
 func (in inputs) mayApply(meta table.Metadata, d iceberg.DataFile) bool {
 	if ref := d.ReferencedDataFile(); ref != nil && *ref != "" {
-		return in.paths[*ref]
+		return in.paths.Has(*ref)
 	}
 	if spec := meta.PartitionSpecByID(int(d.SpecID())); spec == nil || spec.NumFields() == 0 {
 		return true
@@ -157,7 +165,7 @@ func classifySince(fs iceio.IO, base drift.Base, s0 table.Metadata, fresh *table
 				}
 				df := e.DataFile()
 				data := df.ContentType() == iceberg.EntryContentData
-				if e.Status() == iceberg.EntryStatusDELETED && in.paths[df.FilePath()] {
+				if e.Status() == iceberg.EntryStatusDELETED && in.paths.Has(df.FilePath()) {
 					return nil, &conflictError{fmt.Sprintf("snapshot %d (%s) removed input file %s", snap.SnapshotID, is.Operation, df.FilePath())}
 				}
 				switch {
