@@ -207,25 +207,39 @@ func (s *stepState) planCompaction(ctx context.Context, p policy.CompactionOptio
 // scanTasks returns the files to plan from. Without a `where` filter and
 // without delete files the plan is every live data file, whole: S0's
 // sample collected exactly those in its manifest read, so the manifests are
-// not read a second time. Otherwise iceberg-go plans (it prunes partitions
-// and matches delete files to data files).
+// not read a second time. Otherwise iceberg-go plans (it matches delete
+// files to data files); a `where` filter then picks the data files.
 func (s *stepState) scanTasks(ctx context.Context, p policy.CompactionOptions) ([]table.FileScanTask, error) {
 	if p.Where == "" && s.s0.Metrics.DeleteFileNumber == 0 && s.s0.Tasks != nil {
 		return slices.Clone(s.s0.Tasks), nil
 	}
-	var opts []table.ScanOption
-	if p.Where != "" {
-		expr, err := policy.BindWhere(p.Where, s.tbl.Schema())
-		if err != nil {
-			return nil, fmt.Errorf("%w: rewriteOptions.where: %v", ErrInvalidPolicy, err)
-		}
-		opts = append(opts, table.WithRowFilter(expr))
-	}
-	tasks, err := s.tbl.Scan(opts...).PlanFiles(ctx)
+	tasks, err := s.tbl.Scan().PlanFiles(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("plan files: %w", err)
 	}
-	return tasks, nil
+	if p.Where == "" {
+		return tasks, nil
+	}
+	// The filter only picks data files. A scan planned with it also drops
+	// every equality-delete file whose column bounds cannot match the
+	// filter, which is right for reading the filtered rows but not for
+	// rewriting a picked file whole: its rows outside the filter would be
+	// written without those deletes, and deleted rows would come back. So
+	// the tasks, with all of their delete files, come from the unfiltered
+	// plan.
+	expr, err := policy.BindWhere(p.Where, s.tbl.Schema())
+	if err != nil {
+		return nil, fmt.Errorf("%w: rewriteOptions.where: %v", ErrInvalidPolicy, err)
+	}
+	picked, err := s.tbl.Scan(table.WithRowFilter(expr)).PlanFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("plan files: %w", err)
+	}
+	want := make(map[string]bool, len(picked))
+	for _, t := range picked {
+		want[t.File.FilePath()] = true
+	}
+	return slices.DeleteFunc(tasks, func(t table.FileScanTask) bool { return !want[t.File.FilePath()] }), nil
 }
 
 // limitPartitions keeps the groups of the n partitions with the most input

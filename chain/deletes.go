@@ -62,12 +62,13 @@ type deleteRemovals struct {
 	canon func(string) string
 }
 
-// deleteKey identifies a delete file: its path, and for a deletion vector
-// (many of which may share one Puffin file) the data file it references.
+// deleteKey identifies a file entry: its path, and for a deletion vector
+// (many of which may share one Puffin file) also the data file it
+// references. It reads as a location in messages.
 func deleteKey(df iceberg.DataFile) string {
 	if table.IsDeletionVector(df) {
 		if ref := df.ReferencedDataFile(); ref != nil {
-			return df.FilePath() + "\x00" + *ref
+			return df.FilePath() + " (deletion vector of " + *ref + ")"
 		}
 	}
 	return df.FilePath()

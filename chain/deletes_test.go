@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
@@ -265,4 +266,78 @@ func TestRebaseSeesRespelledDeleteTargets(t *testing.T) {
 		d := file(iceberg.EntryContentPosDeletes, "s3://bucket/t/data/delete.parquet", ref)
 		require.Equal(t, want, in.mayApply(nil, d), ref)
 	}
+}
+
+// equalityDelete commits one equality-delete file on column id.
+func (b bundle) equalityDelete(t *testing.T, ids ...int64) {
+	t.Helper()
+	keySchema, err := table.SchemaToArrowSchema(
+		iceberg.NewSchema(0, iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true}),
+		nil, true, false)
+	require.NoError(t, err)
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = fmt.Sprintf(`{"id": %d}`, id)
+	}
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, keySchema, strings.NewReader("["+strings.Join(parts, ",")+"]"))
+	require.NoError(t, err)
+	defer rec.Release()
+	records := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
+	tx := b.load(t).NewTransaction()
+	require.NoError(t, tx.CommitEqualityDeletes(b.ctx, []int{1}, records, nil))
+	_, err = tx.Commit(b.ctx)
+	require.NoError(t, err)
+}
+
+// A `where` filter picks the files a compaction rewrites, and each is
+// rewritten whole: the rows outside the filter keep their equality deletes
+// too, even those a filtered scan would not need (an equality delete of
+// id 150 cannot match id >= 160, so iceberg-go's filtered plan leaves it
+// out).
+func TestCompactionWhereKeepsEqualityDeletes(t *testing.T) {
+	t.Parallel()
+	b := morBundle(t, nil)
+	b.appendIDs(t, 0, 100)
+	b.appendIDs(t, 100, 100)
+	b.equalityDelete(t, 5, 150)
+	before := b.scanIDs(t)
+	require.Len(t, before, 198)
+	require.NotContains(t, before, int64(150))
+	rep := b.run(t, Step{Type: Compaction, Policy: policyJSON(
+		`{"minDataFileMse": 0, "rewriteOptions": {"min-input-files": 1, "where": "id >= 160"}}`)})
+	tr := rep.Types[0]
+	require.Equal(t, Done, tr.Outcome, tr.Reason)
+	require.Contains(t, tr.Reason, "rewrote 1 files")
+	b.requireIDs(t, before)
+}
+
+// iceberg-go writes the deletion vectors of one merge-on-read DELETE on a
+// v3 table into one Puffin file. Each is its own entry: the manifest
+// rewrite's verifier and the compaction's record-count bound count each
+// data file's own deletion vector, not the Puffin file once.
+func TestSharedPuffinDeletionVectors(t *testing.T) {
+	t.Parallel()
+	b := morBundle(t, iceberg.Properties{"format-version": "3"})
+	for i := range 3 {
+		b.appendIDs(t, i*100, 100)
+	}
+	b.delete(t, iceberg.NewOr(iceberg.LessThan(iceberg.Reference("id"), int64(3)),
+		iceberg.NewOr(iceberg.EqualTo(iceberg.Reference("id"), int64(150)), iceberg.GreaterThan(iceberg.Reference("id"), int64(295)))))
+	_, deletes := b.liveFiles(t)
+	require.Len(t, deletes, 3, "one deletion vector per data file")
+	require.Equal(t, deletes[0].FilePath(), deletes[2].FilePath(), "in one Puffin file")
+	before := b.scanIDs(t)
+	require.Len(t, before, 300-3-1-4)
+
+	rep := b.run(t, Step{Type: ManifestRewrite, Policy: policyJSON(`{"minManifestNumber": 1, "maxAvgManifestSizeBytes": 1073741824}`)})
+	require.Equal(t, Done, rep.Types[0].Outcome, rep.Types[0].Reason)
+	b.requireIDs(t, before)
+	rep = b.run(t, Step{Type: Compaction, Policy: policyJSON(`{"minDataFileMse": 0, "rewriteOptions": {"min-input-files": 1}}`)})
+	require.Equal(t, Done, rep.Types[0].Outcome, rep.Types[0].Reason)
+	b.requireIDs(t, before)
+	d := rep.Types[0].Detail.(*CompactionDetail)
+	require.Equal(t, 3, d.RemovedDeleteFiles)
+	require.Equal(t, "exact", d.Verified[len(d.Verified)-1].Partitions[0].Count)
+	_, deletes = b.liveFiles(t)
+	require.Empty(t, deletes)
 }

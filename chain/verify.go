@@ -136,8 +136,10 @@ func verifyRewrite(meta table.Metadata, tasks []table.FileScanTask, added []iceb
 		pt.replaced += t.File.Count()
 		v.ReplacedRecords += t.File.Count()
 		for _, d := range slices.Concat(t.DeleteFiles, t.DeletionVectorFiles) {
-			if !pt.seen[d.FilePath()] {
-				pt.seen[d.FilePath()] = true
+			// By deleteKey: the deletion vectors of many data files share
+			// one Puffin file, and each removes its own rows.
+			if k := deleteKey(d); !pt.seen[k] {
+				pt.seen[k] = true
 				pt.deletedAtMost += d.Count()
 			}
 		}

@@ -106,11 +106,13 @@ func liveEntries(ctx context.Context, fs iceio.IO, snap *table.Snapshot) (map[st
 			le := liveEntry{content: df.ContentType(), count: df.Count(), specID: df.SpecID(),
 				part: fmt.Sprint(df.Partition()), dataSeq: e.SequenceNum(), fileSeq: fileSeq,
 				eqFields: fmt.Sprint(df.EqualityFieldIDs())}
-			path := df.FilePath()
-			if prev, dup := out[path]; dup {
-				return nil, fmt.Errorf("%w: file %s is live twice (%v and %v)", errVerify, path, prev.content, le.content)
+			// Deletion vectors of many data files share one Puffin file:
+			// each is its own entry, keyed by the data file it names.
+			key := deleteKey(df)
+			if prev, dup := out[key]; dup {
+				return nil, fmt.Errorf("%w: file %s is live twice (%v and %v)", errVerify, df.FilePath(), prev.content, le.content)
 			}
-			out[path] = le
+			out[key] = le
 		}
 	}
 	return out, nil
