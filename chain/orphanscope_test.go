@@ -362,3 +362,24 @@ func TestOrphanRootSet(t *testing.T) {
 	require.Contains(t, rootKind("file:///wh/", c, "/wh"), "warehouse")
 	require.Empty(t, rootKind("/lake", c, "lake"), "a warehouse name is not a location")
 }
+
+// TestOrphanCleanupUnlistableRoot: a root that exists but cannot be listed
+// (write.data.path names a file, not a folder) fails the type with an
+// error naming the path, and nothing is deleted; only a root that does not
+// exist is empty.
+func TestOrphanCleanupUnlistableRoot(t *testing.T) {
+	t.Parallel()
+	w := newScopeWarehouse(t)
+	notDir := filepath.Join(t.TempDir(), "not-a-folder")
+	plant(t, notDir)
+	b := w.table(t, "t", 0, catalog.WithProperties(iceberg.Properties{table.WriteDataPathKey: "file://" + notDir}))
+	root := localPath(b.load(t).Location())
+	orphan := filepath.Join(root, "metadata", "7e570000-0000-4000-8000-000000000012-m0.avro")
+	plant(t, orphan)
+	ageTree(t, root)
+	tr := cleanWith(t, b, "")
+	require.Equal(t, Failed, tr.Outcome, tr.Reason)
+	require.Contains(t, tr.Err, "list file://"+notDir+": ")
+	require.FileExists(t, orphan, "nothing deleted")
+	require.FileExists(t, notDir)
+}
