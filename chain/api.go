@@ -116,6 +116,12 @@ type Options struct {
 	Log *zap.Logger
 	// Hooks connect the chain to its caller.
 	Hooks Hooks
+	// Warehouse is the catalog's warehouse location (its "warehouse"
+	// property), when the caller knows it: orphan cleanup refuses scope
+	// location for a table whose location is the warehouse, as it does for
+	// a table at a bucket or filesystem root, which it recognises without
+	// it. The catalog.Catalog interface does not expose its properties.
+	Warehouse string
 }
 
 // Sample moments passed to Hooks.Sampled.

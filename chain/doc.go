@@ -114,7 +114,23 @@
 // # Orphan cleanup
 //
 // Orphan cleanup does not use iceberg-go's PlanOrphanFiles (see
-// cleanOrphans): it lists the table location, skipping hidden names as
+// cleanOrphans). A table with gc.enabled=false is skipped before anything
+// is listed, as Iceberg Java refuses it. By default (policy scope
+// table-paths, orphanscope.go) it lists only the table's own folders:
+// write.data.path (default <location>/data), write.metadata.path (default
+// <location>/metadata), Iceberg Java's write.object-storage.path and
+// write.folder-storage.path when set, and every folder under the location
+// its metadata references a file in; a folder inside another is listed
+// once, and a folder that does not exist yet is empty. Every other file
+// under the location (a table created with a LOCATION inside this one, an
+// export) is left alone and counted in the detail (outside_table_paths,
+// with listed_roots); a table at a bucket or filesystem root, or at the
+// warehouse when the caller passes Options.Warehouse, has only its folders
+// listed and nothing counted. Scope location lists the whole location as
+// Iceberg Java does, and is refused for a table at such a root and for a
+// table whose data or metadata path lies outside its location. Known gap:
+// a table created inside this table's data/ folder lies in one of its own
+// folders and is not protected yet. The listing skips hidden names as
 // Iceberg Java's DeleteOrphanFiles does (a name starting with "_" or ".",
 // unless it starts with "<field>=" for a partition field of any spec whose
 // name starts that way), and compares canonical paths

@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tms-dev/tms/internal/location"
@@ -30,11 +32,21 @@ import (
 //
 // SkippedLinks names the symbolic links the listing met and left alone
 // (orphanlinks.go); it is absent when there were none.
+//
+// Scope is the policy's scope and ListedRoots the folders the plan covers
+// (orphanscope.go). OutsideTablePaths counts the unreferenced files under
+// the table location outside those folders, which the cleanup left alone
+// whatever their age; it is absent when they were not counted (scope
+// location lists nothing outside, and a table at a root does not list its
+// location to count them).
 type OrphanPlan struct {
-	OlderThan    string       `json:"older_than"`
-	Files        []OrphanFile `json:"files"`
-	TotalBytes   int64        `json:"total_bytes"`
-	SkippedLinks *OrphanLinks `json:"skipped_links,omitempty"`
+	OlderThan         string       `json:"older_than"`
+	Scope             string       `json:"scope"`
+	ListedRoots       []string     `json:"listed_roots"`
+	OutsideTablePaths *int         `json:"outside_table_paths,omitempty"`
+	Files             []OrphanFile `json:"files"`
+	TotalBytes        int64        `json:"total_bytes"`
+	SkippedLinks      *OrphanLinks `json:"skipped_links,omitempty"`
 }
 
 // OrphanFile is one planned orphan.
@@ -60,7 +72,14 @@ var errOrphanGuard = errors.New("orphan cleanup aborted, nothing deleted")
 // canonical reference set, which means reading every manifest twice, and
 // the guard needs that set anyway. ExecuteOrphanCleanup only takes
 // iceberg-go's own plan, so deletion is TMS's too.
+//
+// A table with gc.enabled=false is skipped before anything is listed: the
+// property says no file of the table may be deleted, and Iceberg Java's
+// orphan removal refuses such a table too.
 func (s *stepState) cleanOrphans(ctx context.Context, p policy.OrphanOptions, log *zap.Logger) (string, error) {
+	if !gcEnabled(s.tbl.Properties()) {
+		return "", skip{"table property gc.enabled=false: no file of this table may be deleted"}
+	}
 	fsys, err := s.tbl.FS(ctx)
 	if err != nil {
 		return "", err
@@ -73,6 +92,8 @@ func (s *stepState) cleanOrphans(ctx context.Context, p policy.OrphanOptions, lo
 		canon:     canon,
 		olderThan: p.OlderThan,
 		mismatch:  p.PrefixMismatch,
+		scope:     p.Scope,
+		warehouse: s.r.opts.Warehouse,
 	}
 	plan, err := pl.plan(ctx, s.tbl, fsys)
 	if err != nil {
@@ -81,27 +102,27 @@ func (s *stepState) cleanOrphans(ctx context.Context, p policy.OrphanOptions, lo
 	if err := plan.guard(); err != nil {
 		return "", err
 	}
-	detail := plan.detail(p.OlderThan)
+	detail := plan.detail(p.OlderThan, cmp.Or(p.Scope, policy.OrphanScopeTablePaths))
 	s.rep.Detail = detail
 	if len(plan.files) == 0 {
-		return "", skip{fmt.Sprintf("no orphan files older than %s%s", p.OlderThan, plan.links.summary())}
+		return "", skip{fmt.Sprintf("no orphan files older than %s%s", p.OlderThan, plan.summary())}
 	}
 	if s.r.opts.DryRun {
-		return "", skip{fmt.Sprintf("dry run: would delete %d orphan files (%d bytes) older than %s%s", len(detail.Files), detail.TotalBytes, p.OlderThan, plan.links.summary())}
+		return "", skip{fmt.Sprintf("dry run: would delete %d orphan files (%d bytes) older than %s%s", len(detail.Files), detail.TotalBytes, p.OlderThan, plan.summary())}
 	}
 	if err := s.gate(ctx); err != nil {
 		return "", err
 	}
 	deleted, err := plan.execute(ctx, fsys)
 	if len(deleted) < len(plan.files) {
-		detail = plan.subset(deleted).detail(p.OlderThan)
+		detail = plan.subset(deleted).detail(p.OlderThan, cmp.Or(p.Scope, policy.OrphanScopeTablePaths))
 		s.rep.Detail = detail
 	}
 	if err != nil {
 		return "", fmt.Errorf("delete orphan files (%d of %d deleted): %w", len(deleted), len(plan.files), err)
 	}
 	log.Info("deleted orphan files", zap.Int("files", len(deleted)), zap.Int64("bytes", detail.TotalBytes))
-	return fmt.Sprintf("deleted %d orphan files (%d bytes) older than %s%s", len(deleted), detail.TotalBytes, p.OlderThan, plan.links.summary()), nil
+	return fmt.Sprintf("deleted %d orphan files (%d bytes) older than %s%s", len(deleted), detail.TotalBytes, p.OlderThan, plan.summary()), nil
 }
 
 // orphanPlanner finds the files under a table's location that it does not
@@ -110,6 +131,11 @@ type orphanPlanner struct {
 	canon     location.Normaliser
 	olderThan time.Duration
 	mismatch  table.PrefixMismatchMode
+	// scope is policy.OrphanScopeTablePaths (also when empty) or
+	// policy.OrphanScopeLocation; warehouse is the catalog's warehouse
+	// location when the caller knows it, to recognise a table at its root.
+	scope     string
+	warehouse string
 }
 
 // orphanPlan is a planned cleanup: the orphans, the reference set they
@@ -120,6 +146,10 @@ type orphanPlan struct {
 	refs     *orphanRefs
 	location string
 	links    *linkLog
+	// roots are the folders the plan covers; outside counts the files
+	// under the location outside them, nil when they were not counted.
+	roots   []orphanRoot
+	outside *int
 }
 
 // plannedOrphan is one orphan: path is the listed spelling, the one deleted.
@@ -129,11 +159,19 @@ type plannedOrphan struct {
 	size  int64
 }
 
-// plan lists every file under the table location older than olderThan
-// that is not hidden (hiddenFilter), reading the reference set at the same
+// plan lists the files of the scope (orphanscope.go) older than olderThan
+// that are not hidden (hiddenFilter), reading the reference set at the same
 // time, and keeps those match finds unreferenced and that the metadata
 // does not reference through a symbolic link either (keepLinked). Both
 // sides go through the same canonicalization.
+//
+// With scope table-paths a table not at a root has its location listed
+// once (a walk, or on an object store one flat listing) and each file
+// classified by the root it lies under, which also counts the files
+// outside them; roots outside the location are listed on their own. A
+// table at a root has only its roots listed, after the references are
+// read (the referenced folders are roots too): listing a bucket or the
+// warehouse to count what is left alone would read every other table.
 func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.IO) (*orphanPlan, error) {
 	lister, ok := fsys.(iceio.ListableIO)
 	if !ok {
@@ -143,46 +181,111 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 	locCanon := pl.canon.Canon(loc)
 	filter := newHiddenFilter(tbl.Metadata().PartitionSpecs())
 	cutoff := time.Now().Add(-pl.olderThan)
+	own := tableRoots(tbl, pl.canon)
+	scopeLocation := pl.scope == policy.OrphanScopeLocation
+	if scopeLocation {
+		if err := checkLocationScope(loc, own, pl.canon, pl.warehouse); err != nil {
+			return nil, err
+		}
+	}
+	atRoot := rootKind(loc, pl.canon, pl.warehouse) != ""
+	listLocation := scopeLocation || !atRoot
 
 	var refs *orphanRefs
-	var listed []plannedOrphan
+	var mu sync.Mutex
+	var listed []listedFile
+	collect := func(f listedFile) {
+		mu.Lock()
+		listed = append(listed, f)
+		mu.Unlock()
+	}
 	links := &linkLog{}
+	var outside []orphanRoot // the table's own roots outside its location
+	for _, r := range own {
+		if r.canon.Full != locCanon.Full && !r.canon.Under(locCanon) {
+			outside = append(outside, r)
+		}
+	}
+	outsideSet := newRootSet(outside)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
 		refs, err = pl.references(gctx, tbl, fsys)
 		return err
 	})
-	g.Go(func() error {
-		return listFiles(gctx, lister, loc, filter.hiddenName, links, func(p string, size int64, mtime time.Time) {
-			if !mtime.Before(cutoff) {
-				return
+	if listLocation {
+		// One listing at a time: the link log is not safe for concurrent
+		// walks, and a walk is bound by the disk, not the CPU.
+		g.Go(func() error {
+			if err := listRoot(gctx, lister, loc, pl.canon, filter, links, collect); err != nil {
+				return err
 			}
-			c := pl.canon.Canon(p)
-			rel, under := strings.CutPrefix(c.Full, strings.TrimSuffix(locCanon.Full, "/")+"/")
-			if under && filter.hiddenRel(rel) {
-				return
+			if scopeLocation {
+				return nil
 			}
-			listed = append(listed, plannedOrphan{path: p, canon: c, size: size})
+			for _, r := range outsideSet.roots {
+				if err := listRoot(gctx, lister, r.raw, pl.canon, filter, links, collect); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
-	})
+	}
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 
-	files, err := pl.match(listed, refs, loc)
+	var roots *rootSet
+	var outsideCount *int
+	if scopeLocation {
+		roots = newRootSet([]orphanRoot{{raw: loc, canon: locCanon}})
+	} else {
+		roots = newRootSet(own)
+		roots = newRootSet(append(slices.Clone(roots.roots), referencedRoots(refs, locCanon, roots, pl.canon)...))
+		if !listLocation {
+			for _, r := range roots.roots {
+				if err := listRoot(ctx, lister, r.raw, pl.canon, filter, links, collect); err != nil {
+					return nil, err
+				}
+			}
+		} else {
+			n := 0
+			outsideCount = &n
+		}
+	}
+
+	var inScope []plannedOrphan
+	seen := map[string]bool{}
+	for _, f := range listed {
+		c := pl.canon.Canon(f.path)
+		if seen[c.Full] {
+			continue // a file listed twice: under the location and an outside root
+		}
+		seen[c.Full] = true
+		if _, ok := roots.under(c); !ok {
+			if _, ref := refs.full[c.Full]; !ref && outsideCount != nil {
+				*outsideCount++
+			}
+			continue
+		}
+		if !f.mtime.Before(cutoff) {
+			continue
+		}
+		inScope = append(inScope, plannedOrphan{path: f.path, canon: c, size: f.size})
+	}
+
+	files, err := pl.match(inScope, refs, roots)
 	if err != nil {
 		return nil, err
 	}
 	files = links.keepLinked(files, refs, pl.canon)
-	return &orphanPlan{files: files, refs: refs, location: loc, links: links}, nil
+	return &orphanPlan{files: files, refs: refs, location: loc, links: links, roots: roots.roots, outside: outsideCount}, nil
 }
 
 // match returns the listed files that refs does not reference. A listed
 // file whose path a reference names under another scheme or authority is
 // an error, kept or an orphan as the prefix-mismatch mode says; an orphan
-// not under the location loc is an error.
-func (pl orphanPlanner) match(listed []plannedOrphan, refs *orphanRefs, loc string) ([]plannedOrphan, error) {
-	locCanon := pl.canon.Canon(loc)
+// not under one of the listed roots is an error.
+func (pl orphanPlanner) match(listed []plannedOrphan, refs *orphanRefs, roots *rootSet) ([]plannedOrphan, error) {
 	var out []plannedOrphan
 	for _, f := range listed {
 		if _, ok := refs.full[f.canon.Full]; ok {
@@ -202,8 +305,8 @@ func (pl orphanPlanner) match(listed []plannedOrphan, refs *orphanRefs, loc stri
 					"(map them with equal-schemes or equal-authorities, or set prefix-mismatch-mode to ignore or delete)", f.path, other)
 			}
 		}
-		if !f.canon.Under(locCanon) {
-			return nil, fmt.Errorf("planned orphan %s is not under the table location %s", f.path, loc)
+		if _, ok := roots.under(f.canon); !ok {
+			return nil, fmt.Errorf("planned orphan %s is not under a folder orphan cleanup lists", f.path)
 		}
 		out = append(out, f)
 	}
@@ -463,10 +566,25 @@ func (p *orphanPlan) subset(keep []string) *orphanPlan {
 	return &out
 }
 
+// summary is the suffix of the type's reason: the files left alone outside
+// the table's paths, and the skipped links.
+func (p *orphanPlan) summary() string {
+	out := ""
+	if p.outside != nil && *p.outside > 0 {
+		out = fmt.Sprintf("; %d files under the location outside the table's paths, left alone", *p.outside)
+	}
+	return out + p.links.summary()
+}
+
 // detail is the plan as the type's Detail reports it, paths spelled the way
 // the table location spells them.
-func (p *orphanPlan) detail(olderThan time.Duration) *OrphanPlan {
-	d := &OrphanPlan{OlderThan: olderThan.String(), Files: []OrphanFile{}, SkippedLinks: p.links.report(p.location)}
+func (p *orphanPlan) detail(olderThan time.Duration, scope string) *OrphanPlan {
+	d := &OrphanPlan{OlderThan: olderThan.String(), Scope: scope, ListedRoots: []string{}, OutsideTablePaths: p.outside,
+		Files: []OrphanFile{}, SkippedLinks: p.links.report(p.location)}
+	for _, r := range p.roots {
+		d.ListedRoots = append(d.ListedRoots, asLocation(r.raw, p.location))
+	}
+	slices.Sort(d.ListedRoots)
 	for _, f := range p.files {
 		d.Files = append(d.Files, OrphanFile{Path: displayPath(f, p.location), SizeBytes: f.size})
 		d.TotalBytes += f.size

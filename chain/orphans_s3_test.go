@@ -10,6 +10,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	iceio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tms-dev/tms/internal/seaweedtest"
@@ -70,4 +71,66 @@ func TestListFilesFlatOnS3(t *testing.T) {
 	require.Contains(t, names, tbl.Location()+"/data/category=c2/nested/00000-0-x.parquet")
 	require.Contains(t, names, tbl.MetadataLocation())
 	require.Greater(t, len(names), 12+2, "data files, both planted files and the metadata")
+}
+
+// On S3 with the default scope, orphan cleanup deletes a planted orphan
+// in the table's data path and leaves alone a non-Iceberg object under the
+// table's location (an export next to the table), which the flat listing
+// of the location sees and the detail counts; the table reads the same
+// rows. SeaweedFS's table bucket refuses objects under a table outside
+// data/ and metadata/, and objects named like a CSV file, so the table
+// writes to data/rows (write.data.path) and the export, without an
+// extension, lies in data/export/.
+func TestOrphanCleanupScopeOnS3(t *testing.T) {
+	t.Parallel()
+	s := seaweedtest.Start(t)
+	ctx := context.Background()
+	cat := s.Catalog(t)
+	ident, tbl := seaweedtest.CreateTable(t, cat, "scoped", testdata.Schema())
+	tx := tbl.NewTransaction()
+	require.NoError(t, tx.SetProperties(iceberg.Properties{table.WriteDataPathKey: tbl.Location() + "/data/rows"}))
+	tbl, err := tx.Commit(ctx)
+	require.NoError(t, err)
+	tbl, err = testdata.FillSmallFiles(ctx, tbl, 3, 20)
+	require.NoError(t, err)
+	fsys, err := tbl.FS(ctx)
+	require.NoError(t, err)
+	orphan := tbl.Location() + "/data/rows/00099-9-7e570000-0000-4000-8000-000000000011-00001.parquet"
+	export := tbl.Location() + "/data/export/part-00000"
+	admin, err := iceio.LoadFS(ctx, s.Props(), tbl.Location())
+	require.NoError(t, err)
+	for _, p := range []string{orphan, export} {
+		require.NoError(t, admin.(iceio.WriteFileIO).WriteFile(p, []byte("not referenced")), p)
+	}
+	var all []string
+	require.NoError(t, listFiles(ctx, fsys.(iceio.ListableIO), tbl.Location(), func(string) bool { return false }, nil, func(p string, _ int64, _ time.Time) {
+		all = append(all, p)
+	}))
+	s.SetModTime(t, time.Now().Add(-3*time.Hour), all...)
+	idsBefore := scanS3IDs(t, cat, ident)
+
+	rep, err := Run(ctx, cat, ident, []Step{{Type: OrphanCleanup, Policy: policyJSON(`{"rewriteOptions": {"older-than": "1h"}}`)}}, Options{})
+	require.NoError(t, err)
+	tr := rep.Types[0]
+	require.Equal(t, Done, tr.Outcome, tr.Err)
+	d := tr.Detail.(*OrphanPlan)
+	require.Equal(t, []OrphanFile{{Path: orphan, SizeBytes: int64(len("not referenced"))}}, d.Files)
+	require.Equal(t, 1, *d.OutsideTablePaths)
+	require.Equal(t, []string{tbl.Location() + "/data/rows", tbl.Location() + "/metadata"}, d.ListedRoots)
+	var after []string
+	require.NoError(t, listFiles(ctx, fsys.(iceio.ListableIO), tbl.Location(), func(string) bool { return false }, nil, func(p string, _ int64, _ time.Time) {
+		after = append(after, p)
+	}))
+	require.NotContains(t, after, orphan)
+	require.Contains(t, after, export)
+	require.Len(t, after, len(all)-1, "only the orphan is deleted")
+	require.Equal(t, idsBefore, scanS3IDs(t, cat, ident))
+}
+
+// scanS3IDs is the sorted id column of a plain iceberg-go scan of ident.
+func scanS3IDs(t *testing.T, cat catalog.Catalog, ident table.Identifier) []int64 {
+	t.Helper()
+	tbl, err := cat.LoadTable(context.Background(), ident)
+	require.NoError(t, err)
+	return sortedIDs(t, tbl)
 }

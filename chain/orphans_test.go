@@ -357,6 +357,11 @@ func TestOrphanGuardAborts(t *testing.T) {
 	require.Equal(t, files, diskFiles(t, b.load(t)))
 }
 
+// rootsAt is the root set of a plan that covers the location loc.
+func rootsAt(c location.Normaliser, loc string) *rootSet {
+	return newRootSet([]orphanRoot{{raw: loc, canon: c.Canon(loc)}})
+}
+
 // TestOrphanPrefixMismatch: a listed file whose path a reference names
 // under another authority is an error by default, kept with ignore and an
 // orphan with delete; equal-authorities makes it referenced.
@@ -367,7 +372,7 @@ func TestOrphanPrefixMismatch(t *testing.T) {
 		pl := orphanPlanner{canon: testCanon(t, nil, auths, "/"), mismatch: mode}
 		refs := &orphanRefs{full: map[string]string{}, byKey: map[string]string{}, base: map[string]string{}, logged: map[string]string{}}
 		refs.add(pl.canon, ref)
-		return pl.match([]plannedOrphan{{path: stray, canon: pl.canon.Canon(stray)}}, refs, loc)
+		return pl.match([]plannedOrphan{{path: stray, canon: pl.canon.Canon(stray)}}, refs, rootsAt(pl.canon, loc))
 	}
 	_, err := plan(table.PrefixMismatchError, nil)
 	require.ErrorContains(t, err, "prefix mismatch: listed "+stray+" and referenced "+ref)
@@ -375,7 +380,7 @@ func TestOrphanPrefixMismatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, got)
 	got, err = plan(table.PrefixMismatchDelete, map[string]string{})
-	require.ErrorContains(t, err, "not under the table location", "nn2 is not under nn1's location either")
+	require.ErrorContains(t, err, "not under a folder orphan cleanup lists", "nn2 is not under nn1's location either")
 	require.Empty(t, got)
 	got, err = plan(table.PrefixMismatchError, map[string]string{"nn1:8020": "ns", "nn2:8020": "ns"})
 	require.NoError(t, err)
@@ -386,17 +391,17 @@ func TestOrphanPrefixMismatch(t *testing.T) {
 	refs := &orphanRefs{full: map[string]string{}, byKey: map[string]string{}, base: map[string]string{}, logged: map[string]string{}}
 	refs.add(pl.canon, "s3://b/t/data/a.parquet")
 	listed := []plannedOrphan{{path: "s3a://b/t/data/a.parquet", canon: pl.canon.Canon("s3a://b/t/data/a.parquet")}}
-	got, err = pl.match(listed, refs, "s3a://b/t")
+	got, err = pl.match(listed, refs, rootsAt(pl.canon, "s3a://b/t"))
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	pl.mismatch = table.PrefixMismatchError
-	_, err = pl.match(listed, refs, "s3a://b/t")
+	_, err = pl.match(listed, refs, rootsAt(pl.canon, "s3a://b/t"))
 	require.ErrorContains(t, err, "prefix mismatch")
 	pl.canon = testCanon(t, nil, nil, "/")
 	refs = &orphanRefs{full: map[string]string{}, byKey: map[string]string{}, base: map[string]string{}, logged: map[string]string{}}
 	refs.add(pl.canon, "s3://b/t/data/a.parquet")
 	listed[0].canon = pl.canon.Canon(listed[0].path)
-	got, err = pl.match(listed, refs, "s3a://b/t")
+	got, err = pl.match(listed, refs, rootsAt(pl.canon, "s3a://b/t"))
 	require.NoError(t, err)
 	require.Empty(t, got, "s3a is s3 by default")
 }

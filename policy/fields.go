@@ -231,7 +231,11 @@ var (
 		Default: "error", Values: []string{"error", "ignore", "delete"},
 		Doc: "What to do with a listed file whose path a reference names under another scheme or authority: error fails the type and deletes nothing, ignore keeps the file, delete treats it as an orphan."}
 
-	orphanFields = []Field{fOrphanOlderThan, fOrphanOlderThanMs, fEqualSchemes, fEqualAuthorities, fPrefixMismatch}
+	fOrphanScope = Field{Name: "rewriteOptions.scope", Aliases: []string{"scope"}, Kind: KindString,
+		Default: OrphanScopeTablePaths, Values: []string{OrphanScopeTablePaths, OrphanScopeLocation},
+		Doc: "What orphan cleanup lists. table-paths lists only the table's own folders: write.data.path (default <location>/data), write.metadata.path (default <location>/metadata), write.object-storage.path and write.folder-storage.path when set, and every folder under the location that the table's metadata references a file in; other files under the location (another table created inside it, exported files) are left alone and counted in the detail. location lists the whole location, as Iceberg Java does; it is refused for a table whose location is a bucket root, a filesystem root or the catalog's warehouse, and for a table whose data or metadata path lies outside its location."}
+
+	orphanFields = []Field{fOrphanOlderThan, fOrphanOlderThanMs, fEqualSchemes, fEqualAuthorities, fPrefixMismatch, fOrphanScope}
 )
 
 // Fields returns the content fields of policy type t: the common ones

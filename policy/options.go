@@ -76,7 +76,19 @@ type OrphanOptions struct {
 	EqualSchemes     map[string]string
 	EqualAuthorities map[string]string
 	PrefixMismatch   table.PrefixMismatchMode
+	// Scope is OrphanScopeTablePaths or OrphanScopeLocation: what the
+	// cleanup lists.
+	Scope string
 }
+
+// The orphan-cleanup scopes. table-paths is the default because a table's
+// location may hold other tables and non-Iceberg data (a table created with
+// LOCATION inside another, a table at the warehouse root), which listing the
+// whole location would delete as orphans.
+const (
+	OrphanScopeTablePaths = "table-paths"
+	OrphanScopeLocation   = "location"
+)
 
 // DefaultEqualSchemes is Spark's remove_orphan_files default: s3a and s3n
 // name the same objects as s3 (package internal/location's default, which
@@ -158,6 +170,15 @@ func ParseOrphans(content json.RawMessage) (OrphanOptions, error) {
 		OlderThan: r.age(fOrphanOlderThan, fOrphanOlderThanMs).orDefault(DefaultOrphanOlderThan),
 	}
 	p.EqualSchemes, p.EqualAuthorities, p.PrefixMismatch = r.spellings(fPrefixMismatch)
+	scope, _ := r.string(fOrphanScope)
+	switch scope = strings.ToLower(strings.TrimSpace(scope)); scope {
+	case "", OrphanScopeTablePaths:
+		p.Scope = OrphanScopeTablePaths
+	case OrphanScopeLocation:
+		p.Scope = OrphanScopeLocation
+	default:
+		r.fail(r.found, "want %s or %s, got %q", OrphanScopeTablePaths, OrphanScopeLocation, scope)
+	}
 	return p, r.done()
 }
 

@@ -70,6 +70,16 @@ func TestOrphanPolicyFields(t *testing.T) {
 	require.Empty(t, p.EqualAuthorities)
 	require.Equal(t, table.PrefixMismatchError, p.PrefixMismatch)
 	require.Equal(t, DefaultOrphanOlderThan, p.OlderThan)
+	require.Equal(t, OrphanScopeTablePaths, p.Scope, "only the table's own folders by default")
+	for content, want := range map[string]string{
+		`{"scope": "location"}`:                        OrphanScopeLocation,
+		`{"rewriteOptions": {"scope": "Location"}}`:    OrphanScopeLocation,
+		`{"rewriteOptions": {"scope": "table-paths"}}`: OrphanScopeTablePaths,
+	} {
+		p, err = ParseOrphans(json.RawMessage(content))
+		require.NoError(t, err, content)
+		require.Equal(t, want, p.Scope, content)
+	}
 
 	p, err = ParseOrphans(json.RawMessage(`{"equal-schemes": {"s3a,s3n": "s3", "gs2, GCS": "gs"},
 		"rewriteOptions": {"equal-authorities": "{\"nn1:8020,nn2:8020\": \"ns1\"}", "prefix-mismatch-mode": "IGNORE"}}`))
@@ -96,6 +106,7 @@ func TestOrphanPolicyFields(t *testing.T) {
 		{`{"prefix-mismatch-mode": "warn"}`, `prefix-mismatch-mode: want error, ignore or delete, got "warn"`},
 		{`{"rewriteOptions": {"prefix-mismatch-mode": 3}}`, `rewriteOptions.prefix-mismatch-mode: want error, ignore or delete, got "3"`},
 		{`{"equal-scheme": {"s3a": "s3"}}`, "equal-scheme: unknown option"},
+		{`{"rewriteOptions": {"scope": "warehouse"}}`, `rewriteOptions.scope: want table-paths or location, got "warehouse"`},
 	} {
 		err := ValidateOptions(OrphanCleanup, json.RawMessage(tc.content))
 		require.ErrorIs(t, err, ErrInvalid, tc.content)

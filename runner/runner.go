@@ -167,6 +167,7 @@ func (j *jobRun) run(ctx context.Context) (chain.Report, error) {
 	start := time.Now()
 	rep, err := chain.Run(ctx, cat, ident, chainSteps(spec), chain.Options{
 		DryRun: spec.DryRun, Now: j.opts.Now, Log: j.log, Hooks: hooks,
+		Warehouse: catalogWarehouse(spec.Catalog, j.opts.CatalogProps),
 	})
 	if rep.Duration == 0 {
 		rep.Duration = time.Since(start)
@@ -346,6 +347,21 @@ func openCatalog(ctx context.Context, c CatalogSpec, overlay iceberg.Properties)
 		spec.Props = mergeProps(c.Properties, overlay)
 	}
 	return spec.Open(ctx)
+}
+
+// catalogWarehouse is the "warehouse" property the catalog is opened with,
+// for orphan cleanup to recognise a table at the warehouse root
+// (chain.Options.Warehouse). A REST catalog's server may answer with
+// another warehouse in its config; that one is not seen here.
+func catalogWarehouse(c CatalogSpec, overlay iceberg.Properties) string {
+	if c.WarehouseDir != "" {
+		props, err := catalogs.LocalProps(c.WarehouseDir)
+		if err != nil {
+			return ""
+		}
+		return props["warehouse"]
+	}
+	return mergeProps(c.Properties, overlay)["warehouse"]
 }
 
 // closeCatalog releases what a catalog holds (the SQL catalog's connection
