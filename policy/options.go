@@ -482,7 +482,7 @@ func (r *reader) equivalences(f Field, schemes bool) map[string]string {
 	}
 	for from, to := range flat {
 		for _, n := range []string{from, to} {
-			if schemes && !isScheme(n) {
+			if schemes && !location.IsScheme(n) {
 				return bad("%q is not a URI scheme", n)
 			}
 			if !schemes && strings.ContainsAny(n, "/?# ") {
@@ -491,24 +491,6 @@ func (r *reader) equivalences(f Field, schemes bool) map[string]string {
 		}
 	}
 	return flat
-}
-
-// isScheme reports whether s is a URI scheme (RFC 3986: a letter, then
-// letters, digits, "+", "-", ".").
-func isScheme(s string) bool {
-	if s == "" {
-		return false
-	}
-	for j := 0; j < len(s); j++ {
-		ch := s[j]
-		switch {
-		case ch >= 'a' && ch <= 'z', ch >= 'A' && ch <= 'Z':
-		case j > 0 && (ch >= '0' && ch <= '9' || ch == '+' || ch == '-' || ch == '.'):
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // flattenEquivalences expands {"a,b": "c"} to {"a": "c", "b": "c"}; lower

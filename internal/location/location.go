@@ -95,7 +95,7 @@ func New(o Options) (Normaliser, error) {
 	for _, from := range sortedKeys(schemes) {
 		to := strings.ToLower(schemes[from])
 		from = strings.ToLower(from)
-		if !isScheme(from) || !isScheme(to) {
+		if !IsScheme(from) || !IsScheme(to) {
 			return Normaliser{}, fmt.Errorf("equal schemes %q → %q: not a URI scheme", from, to)
 		}
 		if prev, dup := n.schemes[from]; dup && prev != to {
@@ -187,7 +187,7 @@ func (n Normaliser) Parse(p string) (Canonical, error) {
 	}
 	scheme, rest, ok := splitScheme(p)
 	if !ok {
-		if i := strings.IndexByte(p, ':'); bad == "" && i > 0 && isScheme(p[:i]) && strings.HasPrefix(p[i+1:], "/") {
+		if i := strings.IndexByte(p, ':'); bad == "" && i > 0 && IsScheme(p[:i]) && strings.HasPrefix(p[i+1:], "/") {
 			bad = "is a URI without an authority"
 		}
 		k := n.local(p)
@@ -339,7 +339,7 @@ func Scheme(p string) string {
 // it as a file name otherwise.
 func splitScheme(p string) (scheme, rest string, ok bool) {
 	i := strings.IndexByte(p, ':')
-	if i <= 0 || !isScheme(p[:i]) {
+	if i <= 0 || !IsScheme(p[:i]) {
 		return "", p, false
 	}
 	scheme, rest = strings.ToLower(p[:i]), p[i+1:]
@@ -349,9 +349,9 @@ func splitScheme(p string) (scheme, rest string, ok bool) {
 	return scheme, rest, true
 }
 
-// isScheme reports whether s is a URI scheme (RFC 3986: a letter, then
+// IsScheme reports whether s is a URI scheme (RFC 3986: a letter, then
 // letters, digits, "+", "-", ".").
-func isScheme(s string) bool {
+func IsScheme(s string) bool {
 	if s == "" {
 		return false
 	}
