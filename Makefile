@@ -21,7 +21,7 @@ DEMO_SERVE_SECONDS ?= 10
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build test demo bench fuzz docs testdata lint dbcheck clean weed
+.PHONY: help build test demo bench fuzz histories docs testdata lint dbcheck clean weed
 
 # SeaweedFS (S3 gateway + Iceberg REST catalog) for the object-storage tests,
 # built from its pinned Go module in tools/seaweedfs (about 5 minutes cold).
@@ -55,6 +55,11 @@ $(WEED_TOUCH): tools/seaweedfs/go.mod tools/seaweedfs/go.sum tools/seaweedfs/wee
 
 test: dbcheck $(WEED) $(WEED_TOUCH) ## Run every test with the race detector (needs PostgreSQL, see README; builds SeaweedFS once).
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 12m ./... ./testdata/
+
+HISTORY_SEEDS ?= 2000
+histories: ## The randomized history test of the chain over HISTORY_SEEDS seeds (make test runs 50 and the regression seeds); HISTORY_SEED=N replays one, printing its story.
+	TMS_HISTORY_SEEDS=$(HISTORY_SEEDS) $(if $(HISTORY_SEED),TMS_HISTORY_SEED=$(HISTORY_SEED)) \
+	  $(GO) test -count=1 -timeout 180m $(if $(HISTORY_SEED),-v) -run '^TestRandomHistories$$' ./chain/
 
 docs: ## Regenerate docs/policies.md from package policy (a test fails when it is stale).
 	$(GO) test -count=1 -run '^TestReferenceIsCurrent$$' ./policy/ -update
