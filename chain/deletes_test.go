@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/internal/scanoracle"
 )
 
 // morBundle is a v2 merge-on-read table tms.mor (id, payload), unpartitioned,
@@ -57,46 +58,31 @@ func (b bundle) appendIDs(t *testing.T, first, n int) {
 	require.NoError(t, err)
 }
 
-// scanIDs is the independent reader: iceberg-go's own scan of the current
-// snapshot (not package faithful or checksum), its ids sorted.
-func (b bundle) scanIDs(t *testing.T) []int64 {
+// rows is the independent reader, scanoracle.Rows: iceberg-go's own scan
+// of the current snapshot (not package faithful or checksum), every row as a
+// canonical string, sorted.
+func (b bundle) rows(t *testing.T) []string {
 	t.Helper()
-	at, err := b.load(t).Scan(table.WithSelectedFields("id")).ToArrowTable(b.ctx)
+	rows, err := scanoracle.Rows(b.ctx, b.load(t))
 	require.NoError(t, err)
-	defer at.Release()
-	var ids []int64
-	for i := range int(at.NumCols()) {
-		if at.Schema().Field(i).Name != "id" {
-			continue
-		}
-		for _, c := range at.Column(i).Data().Chunks() {
-			ids = append(ids, c.(*array.Int64).Int64Values()...)
-		}
-	}
-	slices.Sort(ids)
-	return ids
+	return rows
 }
 
-// liveFiles returns the data and delete files of the current snapshot by
-// content.
+// requireRows fails unless iceberg-go's scan reads exactly want, saying how
+// many rows came back or went missing rather than printing them all.
+func (b bundle) requireRows(t *testing.T, want []string) {
+	t.Helper()
+	if diff := scanoracle.Diff(want, b.rows(t), 10); diff != "" {
+		t.Fatalf("iceberg-go's scan: %s", diff)
+	}
+}
+
+// liveFiles returns the data and delete files of the current snapshot
+// (scanoracle.LiveFiles), failing the test when the manifests do not read.
 func (b bundle) liveFiles(t *testing.T) (data, deletes []iceberg.DataFile) {
 	t.Helper()
-	tbl := b.load(t)
-	fs, err := tbl.FS(b.ctx)
+	data, deletes, err := scanoracle.LiveFiles(b.ctx, b.load(t))
 	require.NoError(t, err)
-	mans, err := tbl.CurrentSnapshot().Manifests(fs)
-	require.NoError(t, err)
-	for _, m := range mans {
-		entries, err := m.FetchEntries(fs, true)
-		require.NoError(t, err)
-		for _, e := range entries {
-			if e.DataFile().ContentType() == iceberg.EntryContentData {
-				data = append(data, e.DataFile())
-			} else {
-				deletes = append(deletes, e.DataFile())
-			}
-		}
-	}
 	return data, deletes
 }
 
@@ -125,7 +111,7 @@ func TestCompactionKeepsDeletesOfFilesItKeeps(t *testing.T) {
 		iceberg.NewOr(between(100_000, 100_003), between(100_500, 100_525))))
 	_, deletes := b.liveFiles(t)
 	require.NotEmpty(t, deletes, "merge-on-read deletes")
-	before := b.scanIDs(t)
+	before := b.rows(t)
 	require.Len(t, before, 20_000+1_000-201-28)
 
 	// The large file is the target size: inside the band, never a
@@ -135,7 +121,7 @@ func TestCompactionKeepsDeletesOfFilesItKeeps(t *testing.T) {
 	tr := rep.Types[0]
 	require.Equal(t, Done, tr.Outcome, tr.Reason)
 	require.Contains(t, tr.Reason, "rewrote 10 files")
-	b.requireIDs(t, before)
+	b.requireRows(t, before)
 	d := tr.Detail.(*CompactionDetail)
 	require.NotEmpty(t, d.Verified)
 	require.Positive(t, d.KeptDeleteFiles, "the delete file that still applies to the large file stays")
@@ -150,7 +136,7 @@ func TestCompactionKeepsDeletesOfFilesItKeeps(t *testing.T) {
 		`{"minDataFileMse": 0, "rewriteOptions": {"min-input-files": 1, "target-file-size-bytes": 1073741824}}`)})
 	tr = rep.Types[0]
 	require.Equal(t, Done, tr.Outcome, tr.Reason)
-	b.requireIDs(t, before)
+	b.requireRows(t, before)
 	d = tr.Detail.(*CompactionDetail)
 	require.Equal(t, len(deletes), d.RemovedDeleteFiles)
 	require.Zero(t, d.KeptDeleteFiles)
@@ -204,36 +190,6 @@ func TestVerifierRefusesRemovingLiveDeletes(t *testing.T) {
 	respelled := map[string][]string{deleteKey(deletes[0]): {"file:" + strings.TrimPrefix(large, "file://")}}
 	_, err = checkRemovals(tbl.Metadata(), &deleteRemovals{files: deletes, named: respelled, survivors: x, canon: canon})
 	require.ErrorIs(t, err, errVerify)
-}
-
-// requireIDs fails unless iceberg-go's scan reads exactly want, saying how
-// many ids came back or went missing rather than printing them all.
-func (b bundle) requireIDs(t *testing.T, want []int64) {
-	t.Helper()
-	got := b.scanIDs(t)
-	if slices.Equal(got, want) {
-		return
-	}
-	have := map[int64]int{}
-	for _, id := range got {
-		have[id]++
-	}
-	var lost, extra []int64
-	for _, id := range want {
-		if have[id] > 0 {
-			have[id]--
-		} else {
-			lost = append(lost, id)
-		}
-	}
-	for id, n := range have {
-		for range n {
-			extra = append(extra, id)
-		}
-	}
-	slices.Sort(extra)
-	t.Fatalf("iceberg-go's scan reads %d rows, want %d: %d lost (first %v), %d extra (first %v)",
-		len(got), len(want), len(lost), lost[:min(10, len(lost))], len(extra), extra[:min(10, len(extra))])
 }
 
 // A concurrent delete file that names an input of the rewrite under another
@@ -300,15 +256,15 @@ func TestCompactionWhereKeepsEqualityDeletes(t *testing.T) {
 	b.appendIDs(t, 0, 100)
 	b.appendIDs(t, 100, 100)
 	b.equalityDelete(t, 5, 150)
-	before := b.scanIDs(t)
+	before := b.rows(t)
 	require.Len(t, before, 198)
-	require.NotContains(t, before, int64(150))
+	require.False(t, slices.ContainsFunc(before, func(r string) bool { return strings.HasPrefix(r, "id=150 |") }), "id 150 is deleted")
 	rep := b.run(t, Step{Type: Compaction, Policy: policyJSON(
 		`{"minDataFileMse": 0, "rewriteOptions": {"min-input-files": 1, "where": "id >= 160"}}`)})
 	tr := rep.Types[0]
 	require.Equal(t, Done, tr.Outcome, tr.Reason)
 	require.Contains(t, tr.Reason, "rewrote 1 files")
-	b.requireIDs(t, before)
+	b.requireRows(t, before)
 }
 
 // iceberg-go writes the deletion vectors of one merge-on-read DELETE on a
@@ -326,15 +282,15 @@ func TestSharedPuffinDeletionVectors(t *testing.T) {
 	_, deletes := b.liveFiles(t)
 	require.Len(t, deletes, 3, "one deletion vector per data file")
 	require.Equal(t, deletes[0].FilePath(), deletes[2].FilePath(), "in one Puffin file")
-	before := b.scanIDs(t)
+	before := b.rows(t)
 	require.Len(t, before, 300-3-1-4)
 
 	rep := b.run(t, Step{Type: ManifestRewrite, Policy: policyJSON(`{"minManifestNumber": 1, "maxAvgManifestSizeBytes": 1073741824}`)})
 	require.Equal(t, Done, rep.Types[0].Outcome, rep.Types[0].Reason)
-	b.requireIDs(t, before)
+	b.requireRows(t, before)
 	rep = b.run(t, Step{Type: Compaction, Policy: policyJSON(`{"minDataFileMse": 0, "rewriteOptions": {"min-input-files": 1}}`)})
 	require.Equal(t, Done, rep.Types[0].Outcome, rep.Types[0].Reason)
-	b.requireIDs(t, before)
+	b.requireRows(t, before)
 	d := rep.Types[0].Detail.(*CompactionDetail)
 	require.Equal(t, 3, d.RemovedDeleteFiles)
 	require.Equal(t, "exact", d.Verified[len(d.Verified)-1].Partitions[0].Count)

@@ -15,30 +15,31 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+
+	"github.com/tms-dev/tms/internal/scanoracle"
 )
 
-// TestRandomHistories is a randomized history test of the maintenance
-// chain. Each seed builds a table with iceberg-go alone (history_gen_test.go:
+// TestRandomHistories is a randomized history test of the maintenance chain.
+// Each seed builds a table with iceberg-go alone (history_gen_test.go:
 // format v2 or v3, partitioned or not, appends of 1 to 2,000 rows,
 // merge-on-read and copy-on-write deletes, overwrites, equality deletes,
 // add_files under the three spellings of a local path, a removed file added
-// back under another spelling, schema and partition evolution, an upgrade
-// to v3, tags, appends to a branch, planted orphans), then runs random
-// subsets of the four maintenance types with random options through Run,
-// one to three rounds, with more operations in between. After every round
-// an oracle that shares no code with TMS checks that iceberg-go's own scan
-// of the current snapshot returns the same rows (a sorted multiset of
-// canonical rows), that every file a snapshot of the table references is
-// still on disk, that a protected snapshot is kept, that hidden files
-// survive and that planted orphans are gone after an orphan cleanup that
-// ended done. Over the whole run it checks that every type ended done in a
-// fair share of its runs and that iceberg-go refused few operations, so the
-// test cannot silently test nothing.
+// back under another spelling, schema and partition evolution, an upgrade to
+// v3, tags, appends to a branch, planted orphans), then runs random subsets
+// of the four maintenance types with random options through Run, one to
+// three rounds, with more operations in between. After every round an oracle
+// that shares no code with TMS (internal/scanoracle) checks that
+// iceberg-go's own scan of the current snapshot returns the same rows (a
+// sorted multiset of canonical rows), that every file a snapshot of the
+// table references still opens through its FileIO, that a protected snapshot
+// is kept, that hidden files survive and that planted orphans are gone after
+// an orphan cleanup that ended done. Over the whole run it checks that every
+// type ended done in a fair share of its runs and that iceberg-go refused
+// few operations, so the test cannot silently test nothing.
 //
 // The default run is historyDefaultSeeds seeds from historyBaseSeed plus
 // regressionSeeds. A longer run:
@@ -205,11 +206,13 @@ func (h *history) chainRound(round int, stats *historyStats) {
 	start := time.Now()
 	defer func() { h.times.oracle += time.Since(start) }()
 	after := h.load()
-	if missing := h.missingFiles(after); len(missing) > 0 {
+	missing, err := scanoracle.MissingFiles(h.ctx, after, true)
+	require.NoError(t, err, h.failure("check the referenced files"))
+	if len(missing) > 0 {
 		require.FailNow(t, "referenced files missing", h.failure("files the table references are gone:\n  "+strings.Join(missing, "\n  ")))
 	}
 	rows := h.rows(after)
-	if diff := rowDiff(before, rows); diff != "" {
+	if diff := scanoracle.Diff(before, rows, 5); diff != "" {
 		require.FailNow(t, "rows changed", h.failure("the rows of the current snapshot changed:\n"+diff))
 	}
 	if protected != 0 {
@@ -371,144 +374,14 @@ func existing(ps []string) []string {
 	return slices.DeleteFunc(slices.Clone(ps), func(p string) bool { _, err := os.Stat(p); return err != nil })
 }
 
-// rows scans tbl's current snapshot with iceberg-go and returns every row as
-// a canonical string, the current schema's columns by name with NULLs
-// spelled out, sorted.
+// rows is the oracle's read of tbl's current snapshot (scanoracle.Rows),
+// failing the seed with its story when iceberg-go cannot scan.
 func (h *history) rows(tbl *table.Table) []string {
-	if tbl.CurrentSnapshot() == nil {
-		return nil
-	}
-	var names []string
-	for _, f := range tbl.Schema().Fields() {
-		names = append(names, f.Name)
-	}
-	_, records, err := tbl.Scan().ToArrowRecords(h.ctx)
+	rows, err := scanoracle.Rows(h.ctx, tbl)
 	if err != nil {
-		require.FailNow(h.t, "scan", h.failure("iceberg-go cannot scan the table: "+err.Error()))
+		require.FailNow(h.t, "scan", h.failure(err.Error()))
 	}
-	var out []string
-	for rec, err := range records {
-		if err != nil {
-			require.FailNow(h.t, "scan", h.failure("iceberg-go cannot scan the table: "+err.Error()))
-		}
-		cols := make([]arrow.Array, len(names))
-		for i, n := range names {
-			idx := rec.Schema().FieldIndices(n)
-			require.Len(h.t, idx, 1, "scan has no single column %s", n)
-			cols[i] = rec.Column(idx[0])
-		}
-		var sb strings.Builder
-		for r := range int(rec.NumRows()) {
-			sb.Reset()
-			for i, c := range cols {
-				if i > 0 {
-					sb.WriteString(" | ")
-				}
-				sb.WriteString(names[i])
-				sb.WriteByte('=')
-				if c.IsNull(r) {
-					sb.WriteString("NULL")
-				} else {
-					sb.WriteString(c.ValueStr(r))
-				}
-			}
-			out = append(out, sb.String())
-		}
-		rec.Release()
-	}
-	slices.Sort(out)
-	return out
-}
-
-// rowDiff compares two sorted row multisets and describes the first rows
-// only one side has, or returns "".
-func rowDiff(before, after []string) string {
-	count := map[string]int{}
-	for _, r := range before {
-		count[r]++
-	}
-	for _, r := range after {
-		count[r]--
-	}
-	var lost, gained []string
-	for _, r := range slices.Sorted(maps.Keys(count)) {
-		for n := count[r]; n > 0; n-- {
-			lost = append(lost, r)
-		}
-		for n := count[r]; n < 0; n++ {
-			gained = append(gained, r)
-		}
-	}
-	if len(lost) == 0 && len(gained) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d rows before, %d after; %d rows lost, %d rows appeared\n", len(before), len(after), len(lost), len(gained))
-	for _, side := range []struct {
-		what string
-		rows []string
-	}{{"lost", lost}, {"appeared", gained}} {
-		for i, r := range side.rows {
-			if i == 5 {
-				fmt.Fprintf(&b, "  … %d more %s\n", len(side.rows)-5, side.what)
-				break
-			}
-			fmt.Fprintf(&b, "  %s: %s\n", side.what, r)
-		}
-	}
-	return b.String()
-}
-
-// missingFiles returns the files tbl references that are not on disk: its
-// metadata file, and for every snapshot its manifest list, its manifests and
-// the data and delete files (deletion-vector puffin files included) of
-// their live entries.
-func (h *history) missingFiles(tbl *table.Table) []string {
-	var missing []string
-	seen := map[string]bool{}
-	check := func(what, loc string) bool {
-		if seen[loc] {
-			return true
-		}
-		seen[loc] = true
-		if _, err := os.Stat(osPathOf(loc)); err != nil {
-			missing = append(missing, what+" "+loc)
-			return false
-		}
-		return true
-	}
-	check("metadata file", tbl.MetadataLocation())
-	fsys, err := tbl.FS(h.ctx)
-	require.NoError(h.t, err)
-	current := int64(0)
-	if s := tbl.CurrentSnapshot(); s != nil {
-		current = s.SnapshotID
-	}
-	for _, snap := range tbl.Metadata().Snapshots() {
-		which := fmt.Sprintf("snapshot %d", snap.SnapshotID)
-		if snap.SnapshotID == current {
-			which = "current " + which
-		}
-		if !check(which+" manifest list", snap.ManifestList) {
-			continue
-		}
-		mans, err := snap.Manifests(fsys)
-		require.NoError(h.t, err, h.failure("read manifest list "+snap.ManifestList))
-		for _, m := range mans {
-			if seen[m.FilePath()] {
-				continue
-			}
-			if !check(which+" manifest", m.FilePath()) {
-				continue
-			}
-			entries, err := m.FetchEntries(fsys, true)
-			require.NoError(h.t, err, h.failure("read manifest "+m.FilePath()))
-			for _, e := range entries {
-				check(fmt.Sprintf("%s %s file", which, e.DataFile().ContentType()), e.DataFile().FilePath())
-			}
-		}
-	}
-	return missing
+	return rows
 }
 
 // historyStats collects, over all seeds, the outcomes of every maintenance

@@ -99,8 +99,8 @@ func TestOrphanCleanupLeavesTableInsideLocation(t *testing.T) {
 	inner := w.table(t, "inner", 3, catalog.WithLocation("file://"+filepath.Join(outerRoot, "inner")))
 	innerRoot := localPath(inner.load(t).Location())
 	require.True(t, strings.HasPrefix(innerRoot, outerRoot+"/"), "%s is under %s", innerRoot, outerRoot)
-	innerIDs := inner.scanIDs(t)
-	require.Len(t, innerIDs, 60)
+	innerRows := inner.rows(t)
+	require.Len(t, innerRows, 60)
 	innerSum := inner.sum(t)
 	outerSum := outer.sum(t)
 
@@ -114,7 +114,7 @@ func TestOrphanCleanupLeavesTableInsideLocation(t *testing.T) {
 	require.Equal(t, Done, tr.Outcome, tr.Err)
 	require.ElementsMatch(t, planted, gone(before, entries(t, outerRoot)), "deleted exactly the planted orphans")
 	require.Equal(t, innerFiles, entries(t, innerRoot), "no file of the inner table is deleted")
-	require.Equal(t, innerIDs, inner.scanIDs(t), "the inner table loads with the same rows")
+	require.Equal(t, innerRows, inner.rows(t), "the inner table loads with the same rows")
 	require.Equal(t, innerSum, inner.sum(t))
 	require.Equal(t, outerSum, outer.sum(t))
 
@@ -141,20 +141,20 @@ func TestOrphanCleanupWarehouseRootTable(t *testing.T) {
 	whRoot := localPath(w.warehouse)
 	require.Equal(t, whRoot, localPath(rootTbl.load(t).Location()))
 	others := []bundle{w.table(t, "a", 3), w.table(t, "b", 2)}
-	var ids [][]int64
+	var rowsBefore [][]string
 	var otherFiles []map[string]bool
 	for _, o := range others {
 		loc := localPath(o.load(t).Location())
 		require.True(t, strings.HasPrefix(loc, whRoot+"/"), "%s is below the warehouse", loc)
 		require.False(t, strings.HasPrefix(loc, whRoot+"/data/") || strings.HasPrefix(loc, whRoot+"/metadata/"), loc)
-		ids = append(ids, o.scanIDs(t))
+		rowsBefore = append(rowsBefore, o.rows(t))
 		otherFiles = append(otherFiles, entries(t, loc))
 	}
 	checkOthers := func() {
 		t.Helper()
 		for i, o := range others {
 			require.Equal(t, otherFiles[i], entries(t, localPath(o.load(t).Location())), "no file of %v is deleted", o.ident)
-			require.Equal(t, ids[i], o.scanIDs(t), "%v reads the same rows", o.ident)
+			require.Equal(t, rowsBefore[i], o.rows(t), "%v reads the same rows", o.ident)
 		}
 	}
 
@@ -204,7 +204,7 @@ func TestOrphanCleanupDataPathElsewhere(t *testing.T) {
 	elsewhere := filepath.Join(t.TempDir(), "t-data")
 	b := w.table(t, "t", 3, catalog.WithProperties(iceberg.Properties{table.WriteDataPathKey: "file://" + elsewhere}))
 	root := localPath(b.load(t).Location())
-	ids := b.scanIDs(t)
+	rowsBefore := b.rows(t)
 	dataFiles := entries(t, elsewhere)
 	require.Len(t, dataFiles, 3, "the data files live in the data path")
 	orphan := filepath.Join(elsewhere, "00099-9-7e570000-0000-4000-8000-00000000000c-00001.parquet")
@@ -226,7 +226,7 @@ func TestOrphanCleanupDataPathElsewhere(t *testing.T) {
 	d := orphanDetail(t, tr)
 	require.Contains(t, d.ListedRoots, "file://"+elsewhere)
 	require.Equal(t, 1, *d.OutsideTablePaths)
-	require.Equal(t, ids, b.scanIDs(t))
+	require.Equal(t, rowsBefore, b.rows(t))
 }
 
 // TestOrphanCleanupLeavesExportFolder: a non-Iceberg folder under a
@@ -316,8 +316,8 @@ func TestOrphanCleanupReferencedFolder(t *testing.T) {
 	require.NoError(t, err)
 	_, err = testdata.FillSmallFiles(t.Context(), tbl, 1, 20)
 	require.NoError(t, err)
-	ids := b.scanIDs(t)
-	require.Len(t, ids, 60)
+	rowsBefore := b.rows(t)
+	require.Len(t, rowsBefore, 60)
 	require.Len(t, entries(t, filepath.Join(root, "extra")), 2)
 
 	orphan := filepath.Join(root, "extra", "00099-9-7e570000-0000-4000-8000-00000000000f-00001.parquet")
@@ -332,7 +332,7 @@ func TestOrphanCleanupReferencedFolder(t *testing.T) {
 	d := orphanDetail(t, tr)
 	require.Equal(t, []string{"file://" + root + "/data", "file://" + root + "/extra", "file://" + root + "/metadata"}, d.ListedRoots)
 	require.Equal(t, 1, *d.OutsideTablePaths)
-	require.Equal(t, ids, b.scanIDs(t))
+	require.Equal(t, rowsBefore, b.rows(t))
 }
 
 // TestOrphanRootSet: nested roots are kept once (a metadata path under the

@@ -22,6 +22,7 @@ import (
 
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/scanoracle"
 	"github.com/tms-dev/tms/internal/seaweedtest"
 )
 
@@ -136,38 +137,12 @@ func typeOf(t *testing.T, r result, got replayJSON, typ string) (outcome, reason
 	return "", ""
 }
 
-// dlRows is the oracle: iceberg-go's scan of the current snapshot, each row
-// as "column=value" pairs in column-name order, sorted.
+// dlRows is the oracle, scanoracle.Rows: iceberg-go's scan of the current
+// snapshot, each row a canonical string, sorted.
 func dlRows(t *testing.T, tbl *table.Table) []string {
 	t.Helper()
-	at, err := tbl.Scan().ToArrowTable(t.Context())
+	rows, err := scanoracle.Rows(t.Context(), tbl)
 	require.NoError(t, err, "iceberg-go scans the table")
-	defer at.Release()
-	tr := array.NewTableReader(at, 4096)
-	defer tr.Release()
-	var rows []string
-	for tr.Next() {
-		rec := tr.RecordBatch()
-		cols := make([]int, rec.NumCols())
-		for i := range cols {
-			cols[i] = i
-		}
-		slices.SortFunc(cols, func(a, b int) int { return strings.Compare(rec.Schema().Field(a).Name, rec.Schema().Field(b).Name) })
-		for r := range int(rec.NumRows()) {
-			var b strings.Builder
-			for _, c := range cols {
-				col := rec.Column(c)
-				b.WriteString(rec.Schema().Field(c).Name)
-				if col.IsNull(r) {
-					b.WriteString("=<null>;")
-				} else {
-					fmt.Fprintf(&b, "=%q;", col.ValueStr(r))
-				}
-			}
-			rows = append(rows, b.String())
-		}
-	}
-	slices.Sort(rows)
 	return rows
 }
 
@@ -175,55 +150,17 @@ func dlRows(t *testing.T, tbl *table.Table) []string {
 // multiset), saying how many rows came back or went missing.
 func requireRows(t *testing.T, want []string, tbl *table.Table, what string) {
 	t.Helper()
-	got := dlRows(t, tbl)
-	if slices.Equal(got, want) {
-		return
+	if diff := scanoracle.Diff(want, dlRows(t, tbl), 3); diff != "" {
+		t.Fatalf("%s: iceberg-go's scan: %s", what, diff)
 	}
-	have := map[string]int{}
-	for _, r := range got {
-		have[r]++
-	}
-	var lost, extra []string
-	for _, r := range want {
-		if have[r] > 0 {
-			have[r]--
-		} else {
-			lost = append(lost, r)
-		}
-	}
-	for r, n := range have {
-		for range n {
-			extra = append(extra, r)
-		}
-	}
-	slices.Sort(extra)
-	t.Fatalf("%s: iceberg-go's scan reads %d rows, want %d: %d lost (first %q), %d extra (first %q)",
-		what, len(got), len(want), len(lost), lost[:min(3, len(lost))], len(extra), extra[:min(3, len(extra))])
 }
 
 // dlLiveFiles returns the live data and delete files of tbl's current
-// snapshot.
+// snapshot (scanoracle.LiveFiles), failing the test when they do not read.
 func dlLiveFiles(t *testing.T, tbl *table.Table) (data, deletes []iceberg.DataFile) {
 	t.Helper()
-	snap := tbl.CurrentSnapshot()
-	if snap == nil {
-		return nil, nil
-	}
-	fsys, err := tbl.FS(t.Context())
+	data, deletes, err := scanoracle.LiveFiles(t.Context(), tbl)
 	require.NoError(t, err)
-	mans, err := snap.Manifests(fsys)
-	require.NoError(t, err)
-	for _, m := range mans {
-		entries, err := m.FetchEntries(fsys, true)
-		require.NoError(t, err)
-		for _, e := range entries {
-			if e.DataFile().ContentType() == iceberg.EntryContentData {
-				data = append(data, e.DataFile())
-			} else {
-				deletes = append(deletes, e.DataFile())
-			}
-		}
-	}
 	return data, deletes
 }
 
@@ -236,63 +173,24 @@ func paths(files []iceberg.DataFile) []string {
 	return out
 }
 
-// requireOpens fails unless every location opens through tbl's FileIO.
+// requireOpens fails unless every location opens through tbl's FileIO
+// (scanoracle.Missing), naming what the files are.
 func requireOpens(t *testing.T, tbl *table.Table, what string, locations ...string) {
 	t.Helper()
-	fsys, err := tbl.FS(t.Context())
-	require.NoError(t, err)
-	for _, loc := range locations {
-		f, err := fsys.Open(loc)
-		require.NoError(t, err, "%s: %s is gone", what, loc)
-		require.NoError(t, f.Close())
-	}
+	missing, err := scanoracle.Missing(t.Context(), tbl, locations...)
+	require.NoError(t, err, what)
+	require.Empty(t, missing, "%s: these files are gone", what)
 }
 
 // requireCurrentFilesExist fails unless every file tbl's current snapshot
-// references exists: its metadata file, manifest list, manifests, and the
-// data and delete files of their live entries.
+// references exists (scanoracle.MissingFiles): its metadata file, manifest
+// list, manifests, and the data and delete files of their live entries.
 func requireCurrentFilesExist(t *testing.T, tbl *table.Table, what string) {
 	t.Helper()
-	snap := tbl.CurrentSnapshot()
-	require.NotNil(t, snap)
-	fsys, err := tbl.FS(t.Context())
-	require.NoError(t, err)
-	requireOpens(t, tbl, what, tbl.MetadataLocation(), snap.ManifestList)
-	mans, err := snap.Manifests(fsys)
-	require.NoError(t, err, "%s: read the manifest list", what)
-	for _, m := range mans {
-		requireOpens(t, tbl, what, m.FilePath())
-	}
-	data, deletes := dlLiveFiles(t, tbl)
-	requireOpens(t, tbl, what+" (a file the current snapshot references)", append(paths(data), paths(deletes)...)...)
-}
-
-// allSnapshotFiles returns every file any snapshot of tbl references:
-// manifest lists, manifests and the files of all their entries.
-func allSnapshotFiles(t *testing.T, tbl *table.Table) []string {
-	t.Helper()
-	fsys, err := tbl.FS(t.Context())
-	require.NoError(t, err)
-	set := map[string]bool{}
-	for _, snap := range tbl.Metadata().Snapshots() {
-		set[snap.ManifestList] = true
-		mans, err := snap.Manifests(fsys)
-		require.NoError(t, err)
-		for _, m := range mans {
-			set[m.FilePath()] = true
-			entries, err := m.FetchEntries(fsys, false)
-			require.NoError(t, err)
-			for _, e := range entries {
-				set[e.DataFile().FilePath()] = true
-			}
-		}
-	}
-	out := make([]string, 0, len(set))
-	for p := range set {
-		out = append(out, p)
-	}
-	slices.Sort(out)
-	return out
+	require.NotNil(t, tbl.CurrentSnapshot())
+	missing, err := scanoracle.MissingFiles(t.Context(), tbl, false)
+	require.NoError(t, err, what)
+	require.Empty(t, missing, "%s: files the current snapshot references are gone", what)
 }
 
 // History 1: compaction must not bring deleted rows back. A v2
@@ -514,7 +412,8 @@ func dlRespelledHistory(t *testing.T, d dlTable, mode, expiry string, respell fu
 	require.Contains(t, paths(data), spelled)
 	want := dlRows(t, tbl)
 	require.Len(t, want, 100)
-	everything := allSnapshotFiles(t, tbl)
+	everything, err := scanoracle.ReferencedFiles(t.Context(), tbl, true)
+	require.NoError(t, err)
 	require.Contains(t, everything, written, "the expired snapshots name the file as written")
 
 	r, got := d.replay(t, "manifest-rewrite,snapshot-expiry", map[string]string{
