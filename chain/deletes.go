@@ -16,6 +16,7 @@ import (
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tms-dev/tms/internal/location"
 )
@@ -175,42 +176,72 @@ func (s *stepState) planRemovals(ctx context.Context, results []table.Compaction
 	if snap == nil {
 		return rm, nil
 	}
-	var candidates []iceberg.DataFile
-	if s.hasDeleteFiles() {
-		eq, err := compaction.CollectDeadEqualityDeletesWithSpecs(ctx, fs, s.tbl.Metadata(), snap, rewritten)
-		if err != nil {
-			return nil, fmt.Errorf("collect dead equality deletes: %w", err)
-		}
-		pos, err := compaction.CollectDeadPositionDeletes(ctx, fs, snap, rewritten)
-		if err != nil {
-			return nil, fmt.Errorf("collect dead position deletes: %w", err)
-		}
-		candidates = slices.Concat(eq, pos)
+	if !s.hasDeleteFiles() && len(dvs) == 0 {
+		return rm, nil
 	}
-	candidates = append(candidates, dvs...)
+	// The two collectors and the survivor index each walk the snapshot's
+	// manifests; they run at once.
+	var eq, pos []iceberg.DataFile
+	g, gctx := errgroup.WithContext(ctx)
+	if s.hasDeleteFiles() {
+		g.Go(func() (err error) {
+			if eq, err = compaction.CollectDeadEqualityDeletesWithSpecs(gctx, fs, s.tbl.Metadata(), snap, rewritten); err != nil {
+				return fmt.Errorf("collect dead equality deletes: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() (err error) {
+			if pos, err = compaction.CollectDeadPositionDeletes(gctx, fs, snap, rewritten); err != nil {
+				return fmt.Errorf("collect dead position deletes: %w", err)
+			}
+			return nil
+		})
+	}
+	g.Go(func() (err error) {
+		rm.survivors, err = indexSurvivors(gctx, fs, snap, removed, canon)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	candidates := slices.Concat(eq, pos, dvs)
 	if len(candidates) == 0 {
 		return rm, nil
 	}
-	if rm.survivors, err = indexSurvivors(ctx, fs, snap, removed, canon); err != nil {
+	seen := map[string]bool{}
+	var unique []iceberg.DataFile
+	for _, df := range candidates {
+		if k := deleteKey(df); !seen[k] {
+			seen[k] = true
+			unique = append(unique, df)
+		}
+	}
+	// What the position deletes name is read concurrently: on object
+	// storage each read is a few round trips.
+	named := make([][]string, len(unique))
+	errs := make([]error, len(unique))
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, df := range unique {
+		if df.ContentType() == iceberg.EntryContentEqDeletes {
+			continue
+		}
+		g.Go(func() error {
+			named[i], errs[i] = namedPaths(gctx, fs, df)
+			return gctx.Err()
+		})
+	}
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	for _, df := range candidates {
-		k := deleteKey(df)
-		if seen[k] {
+	for i, df := range unique {
+		if errs[i] != nil {
+			rm.kept = append(rm.kept, fmt.Sprintf("%s: %v", df.FilePath(), errs[i]))
 			continue
 		}
-		seen[k] = true
-		if df.ContentType() == iceberg.EntryContentEqDeletes {
-			rm.files = append(rm.files, df)
-			continue
+		if df.ContentType() != iceberg.EntryContentEqDeletes {
+			rm.named[deleteKey(df)] = named[i]
 		}
-		paths, err := namedPaths(ctx, fs, df)
-		if err != nil {
-			rm.kept = append(rm.kept, fmt.Sprintf("%s: %v", df.FilePath(), err))
-			continue
-		}
-		rm.named[k] = paths
 		rm.files = append(rm.files, df)
 	}
 	return rm, nil
