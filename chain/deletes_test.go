@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/internal/scanoracle"
+	"github.com/tms-dev/tms/testdata"
 )
 
 // morBundle is a v2 merge-on-read table tms.mor (id, payload), unpartitioned,
@@ -227,21 +227,7 @@ func TestRebaseSeesRespelledDeleteTargets(t *testing.T) {
 // equalityDelete commits one equality-delete file on column id.
 func (b bundle) equalityDelete(t *testing.T, ids ...int64) {
 	t.Helper()
-	keySchema, err := table.SchemaToArrowSchema(
-		iceberg.NewSchema(0, iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true}),
-		nil, true, false)
-	require.NoError(t, err)
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = fmt.Sprintf(`{"id": %d}`, id)
-	}
-	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, keySchema, strings.NewReader("["+strings.Join(parts, ",")+"]"))
-	require.NoError(t, err)
-	defer rec.Release()
-	records := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
-	tx := b.load(t).NewTransaction()
-	require.NoError(t, tx.CommitEqualityDeletes(b.ctx, []int{1}, records, nil))
-	_, err = tx.Commit(b.ctx)
+	_, err := testdata.EqualityDeleteIDs(b.ctx, b.load(t), ids...)
 	require.NoError(t, err)
 }
 

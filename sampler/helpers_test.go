@@ -3,11 +3,9 @@ package sampler_test
 import (
 	"context"
 	"fmt"
-	"iter"
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/testdata"
 )
 
 // testSchema is the schema of the hand-built test tables.
@@ -105,23 +104,7 @@ func (b bundle) deleteWhere(t testing.TB, tbl *table.Table, filter iceberg.Boole
 // equalityDelete commits one equality delete file removing the given ids.
 func (b bundle) equalityDelete(t testing.TB, tbl *table.Table, ids ...int64) *table.Table {
 	t.Helper()
-	keySchema, err := table.SchemaToArrowSchema(
-		iceberg.NewSchema(0, iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true}),
-		nil, true, false)
-	require.NoError(t, err)
-	parts := make([]string, len(ids))
-	for i, id := range ids {
-		parts[i] = fmt.Sprintf(`{"id": %d}`, id)
-	}
-	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, keySchema, strings.NewReader("["+strings.Join(parts, ",")+"]"))
-	require.NoError(t, err)
-	defer rec.Release()
-	var records iter.Seq2[arrow.RecordBatch, error] = func(yield func(arrow.RecordBatch, error) bool) {
-		yield(rec, nil)
-	}
-	tx := tbl.NewTransaction()
-	require.NoError(t, tx.CommitEqualityDeletes(b.ctx, []int{1}, records, nil))
-	tbl, err = tx.Commit(b.ctx)
+	tbl, err := testdata.EqualityDeleteIDs(b.ctx, tbl, ids...)
 	require.NoError(t, err)
 	return tbl
 }

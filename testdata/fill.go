@@ -137,3 +137,31 @@ func AppendJSON(ctx context.Context, tbl *table.Table, rows []string) (*table.Ta
 	defer at.Release()
 	return tbl.AppendTable(ctx, at, int64(len(rows)), nil)
 }
+
+// EqualityDeleteIDs commits one equality-delete file on field id 1 (an
+// int64 column, as in the test schemas) removing rows with the given ids,
+// as iceberg-go's CommitEqualityDeletes writes it, and returns the table
+// after the commit.
+func EqualityDeleteIDs(ctx context.Context, tbl *table.Table, ids ...int64) (*table.Table, error) {
+	keySchema, err := table.SchemaToArrowSchema(
+		iceberg.NewSchema(0, iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true}),
+		nil, true, false)
+	if err != nil {
+		return nil, err
+	}
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = fmt.Sprintf(`{"id": %d}`, id)
+	}
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, keySchema, strings.NewReader("["+strings.Join(parts, ",")+"]"))
+	if err != nil {
+		return nil, fmt.Errorf("testdata: equality delete keys: %w", err)
+	}
+	defer rec.Release()
+	records := func(yield func(arrow.RecordBatch, error) bool) { yield(rec, nil) }
+	tx := tbl.NewTransaction()
+	if err := tx.CommitEqualityDeletes(ctx, []int{1}, records, nil); err != nil {
+		return nil, err
+	}
+	return tx.Commit(ctx)
+}
