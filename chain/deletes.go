@@ -111,41 +111,53 @@ func partitionKey(spec int32, part map[int]any) string {
 // removed (canonical paths) is a survivor.
 func indexSurvivors(ctx context.Context, fs iceio.IO, snap *table.Snapshot, removed map[string]bool, canon func(string) string) (*survivorIndex, error) {
 	x := &survivorIndex{byPath: map[string]int64{}, byPartition: map[string]int64{}, deleteSeq: map[string]int64{}}
+	lowest := func(m map[string]int64, k string, seq int64) {
+		if old, ok := m[k]; !ok || seq < old {
+			m[k] = seq
+		}
+	}
+	err := eachLiveEntry(ctx, fs, snap, func(e iceberg.ManifestEntry) error {
+		df, seq := e.DataFile(), e.SequenceNum()
+		if df.ContentType() != iceberg.EntryContentData {
+			x.deleteSeq[deleteKey(df)] = seq
+			return nil
+		}
+		p := canon(df.FilePath())
+		if removed[p] {
+			return nil
+		}
+		lowest(x.byPath, p, seq)
+		lowest(x.byPartition, partitionKey(df.SpecID(), df.Partition()), seq)
+		if !x.anyLive || seq < x.all {
+			x.all, x.anyLive = seq, true
+		}
+		return nil
+	})
+	return x, err
+}
+
+// eachLiveEntry calls fn with every live entry (added or existing) of
+// snap's manifests, data and delete manifests alike.
+func eachLiveEntry(ctx context.Context, fs iceio.IO, snap *table.Snapshot, fn func(iceberg.ManifestEntry) error) error {
 	mans, err := snap.Manifests(fs)
 	if err != nil {
-		return nil, fmt.Errorf("read manifest list of snapshot %d: %w", snap.SnapshotID, err)
+		return fmt.Errorf("read manifest list %s of snapshot %d: %w", snap.ManifestList, snap.SnapshotID, err)
 	}
 	for _, m := range mans {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		entries, err := m.FetchEntries(fs, true)
 		if err != nil {
-			return nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
+			return fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
 		}
 		for _, e := range entries {
-			df, seq := e.DataFile(), e.SequenceNum()
-			if df.ContentType() != iceberg.EntryContentData {
-				x.deleteSeq[deleteKey(df)] = seq
-				continue
-			}
-			p := canon(df.FilePath())
-			if removed[p] {
-				continue
-			}
-			lowest := func(m map[string]int64, k string) {
-				if old, ok := m[k]; !ok || seq < old {
-					m[k] = seq
-				}
-			}
-			lowest(x.byPath, p)
-			lowest(x.byPartition, partitionKey(df.SpecID(), df.Partition()))
-			if !x.anyLive || seq < x.all {
-				x.all, x.anyLive = seq, true
+			if err := fn(e); err != nil {
+				return err
 			}
 		}
 	}
-	return x, nil
+	return nil
 }
 
 // planRemovals decides the delete files one commit removes: those of

@@ -85,35 +85,26 @@ func liveEntries(ctx context.Context, fs iceio.IO, snap *table.Snapshot) (map[st
 	if snap == nil {
 		return out, nil
 	}
-	mans, err := snap.Manifests(fs)
+	err := eachLiveEntry(ctx, fs, snap, func(e iceberg.ManifestEntry) error {
+		df := e.DataFile()
+		fileSeq := int64(-1)
+		if p := e.FileSequenceNum(); p != nil {
+			fileSeq = *p
+		}
+		le := liveEntry{content: df.ContentType(), count: df.Count(), specID: df.SpecID(),
+			part: fmt.Sprint(df.Partition()), dataSeq: e.SequenceNum(), fileSeq: fileSeq,
+			eqFields: fmt.Sprint(df.EqualityFieldIDs())}
+		// Deletion vectors of many data files share one Puffin file:
+		// each is its own entry, keyed by the data file it names.
+		key := deleteKey(df)
+		if prev, dup := out[key]; dup {
+			return fmt.Errorf("%w: file %s is live twice (%v and %v)", errVerify, df.FilePath(), prev.content, le.content)
+		}
+		out[key] = le
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read manifest list %s: %w", snap.ManifestList, err)
-	}
-	for _, m := range mans {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		entries, err := m.FetchEntries(fs, true)
-		if err != nil {
-			return nil, fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
-		}
-		for _, e := range entries {
-			df := e.DataFile()
-			fileSeq := int64(-1)
-			if p := e.FileSequenceNum(); p != nil {
-				fileSeq = *p
-			}
-			le := liveEntry{content: df.ContentType(), count: df.Count(), specID: df.SpecID(),
-				part: fmt.Sprint(df.Partition()), dataSeq: e.SequenceNum(), fileSeq: fileSeq,
-				eqFields: fmt.Sprint(df.EqualityFieldIDs())}
-			// Deletion vectors of many data files share one Puffin file:
-			// each is its own entry, keyed by the data file it names.
-			key := deleteKey(df)
-			if prev, dup := out[key]; dup {
-				return nil, fmt.Errorf("%w: file %s is live twice (%v and %v)", errVerify, df.FilePath(), prev.content, le.content)
-			}
-			out[key] = le
-		}
+		return nil, err
 	}
 	return out, nil
 }
