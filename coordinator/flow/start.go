@@ -49,8 +49,17 @@ func (f *Flow) start(ctx context.Context, x *scheduler.Execution, kind string, t
 	if err != nil {
 		return err
 	}
+	// The transaction that creates the ledger row and completes the claim
+	// runs on its own deadline, not the claim's context: a callback
+	// cancelled while that commit is in flight (a node shutting down past
+	// its ShutdownTimeout) would see "context canceled" for a commit that
+	// may have landed, and a landed row that nobody submits is closed lost
+	// once the node is gone. Uncancelled, the commit either lands (and the
+	// job is submitted below) or is refused by the claim's fence.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
+	defer ccancel()
 	var job store.Job
-	err = x.Complete(ctx, func(ctx context.Context, tx store.TxWriter) error {
+	err = x.Complete(cctx, func(ctx context.Context, tx store.TxWriter) error {
 		job, err = tx.CreateJob(ctx, store.NewJob{TableID: tbl.ID, PolicyID: types[0].p.ID, Types: names, Trigger: trig,
 			Spec: rawSpec, Node: x.Node()})
 		return err
