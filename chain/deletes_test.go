@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
@@ -44,17 +42,11 @@ func morBundle(t *testing.T, props iceberg.Properties) bundle {
 // appendIDs appends rows with ids [first, first+n) as one data file.
 func (b bundle) appendIDs(t *testing.T, first, n int) {
 	t.Helper()
-	tbl := b.load(t)
-	sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
-	require.NoError(t, err)
 	rows := make([]string, n)
 	for i := range rows {
 		rows[i] = fmt.Sprintf(`{"id": %d, "payload": "row %d of a file that starts at %d"}`, first+i, first+i, first)
 	}
-	at, err := array.TableFromJSON(memory.DefaultAllocator, sc, []string{"[" + strings.Join(rows, ",") + "]"})
-	require.NoError(t, err)
-	defer at.Release()
-	_, err = tbl.AppendTable(b.ctx, at, int64(n), nil)
+	_, err := testdata.AppendJSON(b.ctx, b.load(t), rows)
 	require.NoError(t, err)
 }
 

@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	stdfs "io/fs"
 	"net/url"
 	"path"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -18,12 +16,9 @@ import (
 	"github.com/tms-dev/tms/internal/location"
 	"github.com/tms-dev/tms/policy"
 
-	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
-	"github.com/apache/iceberg-go/io/gocloud/blobfs"
 	"github.com/apache/iceberg-go/table"
 	"go.uber.org/zap"
-	"gocloud.dev/blob"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -313,155 +308,6 @@ func (pl orphanPlanner) match(listed []plannedOrphan, refs *orphanRefs, roots *r
 	return out, nil
 }
 
-// orphanRefs is the reference set of a table, canonical.
-type orphanRefs struct {
-	// full maps a canonical path to the spelling the metadata uses.
-	full map[string]string
-	// byKey maps the path part of a referenced URI (scheme://authority/…)
-	// to its spelling, to find a listed file that differs only in scheme or
-	// authority.
-	byKey map[string]string
-	// base maps the base name of every referenced file to its spelling.
-	base map[string]string
-	// current is the current metadata file.
-	current    location.Canonical
-	currentRaw string
-	// logged maps the normalized base name (metadataBase) of the current
-	// metadata file and every metadata log entry to its spelling.
-	logged map[string]string
-	// metaDirs are the folders metadata files live in: location/metadata
-	// and the folder of every logged metadata file.
-	metaDirs []location.Canonical
-}
-
-func (r *orphanRefs) add(c location.Normaliser, p string) {
-	if p == "" {
-		return
-	}
-	r.addCanon(c.Canon(p), p)
-}
-
-func (r *orphanRefs) addCanon(cp location.Canonical, p string) {
-	r.full[cp.Full] = p
-	if cp.Key != cp.Full {
-		r.byKey[cp.Key] = p
-	}
-	r.base[path.Base(cp.Full)] = p
-}
-
-// references returns every file the table references: the current
-// metadata file and every metadata log entry, version-hint.text (hadoop
-// tables; Iceberg Java counts it whether or not it exists), statistics and
-// partition-statistics files, and for every snapshot its manifest list,
-// manifests and their live entries (data files, position, equality and
-// deletion-vector delete files, and the data file a deletion vector
-// references). DELETED entries are skipped as Iceberg Java and iceberg-go
-// skip them: no snapshot can read such a file unless an older snapshot's
-// manifest lists it live, and then that entry references it. Manifest lists
-// and unique manifests are read GOMAXPROCS at a time, as iceberg-go does.
-func (pl orphanPlanner) references(ctx context.Context, tbl *table.Table, fsys iceio.IO) (*orphanRefs, error) {
-	meta := tbl.Metadata()
-	r := &orphanRefs{full: map[string]string{}, byKey: map[string]string{}, base: map[string]string{}, logged: map[string]string{}}
-	c := pl.canon
-	logged := func(p string) {
-		cp := c.Canon(p)
-		r.addCanon(cp, p)
-		r.logged[metadataBase(path.Base(cp.Full))] = p
-		dir := location.Canonical{Full: path.Dir(cp.Full), Key: path.Dir(cp.Key)}
-		if !slices.Contains(r.metaDirs, dir) {
-			r.metaDirs = append(r.metaDirs, dir)
-		}
-	}
-	r.currentRaw = tbl.MetadataLocation()
-	r.current = c.Canon(r.currentRaw)
-	logged(r.currentRaw)
-	for e := range meta.PreviousFiles() {
-		logged(e.MetadataFile)
-	}
-	metaDir := strings.TrimSuffix(tbl.Location(), "/") + "/metadata"
-	if md := c.Canon(metaDir); !slices.Contains(r.metaDirs, md) {
-		r.metaDirs = append(r.metaDirs, md)
-	}
-	r.add(c, metaDir+"/version-hint.text")
-	for st := range meta.Statistics() {
-		r.add(c, st.StatisticsPath)
-	}
-	for st := range meta.PartitionStatistics() {
-		r.add(c, st.StatisticsPath)
-	}
-
-	snaps := meta.Snapshots()
-	workers := runtime.GOMAXPROCS(0)
-	lists := make([][]iceberg.ManifestFile, len(snaps))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(workers)
-	for i := range snaps {
-		g.Go(func() error {
-			if err := gctx.Err(); err != nil {
-				return err
-			}
-			mans, err := snaps[i].Manifests(fsys)
-			if err != nil {
-				return fmt.Errorf("read manifest list %s: %w", snaps[i].ManifestList, err)
-			}
-			lists[i] = mans
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	var unique []iceberg.ManifestFile
-	seen := map[string]bool{}
-	for i, snap := range snaps {
-		r.add(c, snap.ManifestList)
-		for _, m := range lists[i] {
-			if !seen[m.FilePath()] {
-				seen[m.FilePath()] = true
-				unique = append(unique, m)
-				r.add(c, m.FilePath())
-			}
-		}
-	}
-
-	type entry struct {
-		canon location.Canonical
-		raw   string
-	}
-	found := make([][]entry, len(unique))
-	g, gctx = errgroup.WithContext(ctx)
-	g.SetLimit(workers)
-	for i, m := range unique {
-		g.Go(func() error {
-			var out []entry
-			for e, err := range m.Entries(fsys, true) {
-				if err != nil {
-					return fmt.Errorf("read manifest %s: %w", m.FilePath(), err)
-				}
-				if err := gctx.Err(); err != nil {
-					return err
-				}
-				df := e.DataFile()
-				out = append(out, entry{c.Canon(df.FilePath()), df.FilePath()})
-				if ref := df.ReferencedDataFile(); ref != nil && *ref != "" {
-					out = append(out, entry{c.Canon(*ref), *ref})
-				}
-			}
-			found[i] = out
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	for _, out := range found {
-		for _, e := range out {
-			r.addCanon(e.canon, e.raw)
-		}
-	}
-	return r, nil
-}
-
 // guard is the last check before anything is deleted, independent of how
 // the plan matched paths: the cleanup aborts whole, naming both paths, if a
 // planned orphan is the current metadata file, has the base name of any
@@ -615,98 +461,4 @@ func asLocation(p, loc string) string {
 		return "file://" + p
 	}
 	return p
-}
-
-// listFiles calls fn for every file under loc with its size and
-// modification time. On an object store addressed as scheme://bucket/key
-// (s3, s3a, s3n, gs) it lists the keys under loc flat, a page of up to
-// 1,000 objects a request, where a directory walk makes one request per
-// folder (per partition); directory-marker objects (keys ending in "/")
-// are not files. Elsewhere it walks the directories, skipping the folders
-// below loc that hiddenDir names hidden; the caller filters the files of
-// hidden folders by their relative paths (hiddenFilter.hiddenRel) either
-// way, so both see the same files.
-//
-// A symbolic link is never passed to fn, so it is never deleted: on the
-// local FileIO the walk follows a link to a folder, once per folder, and
-// skips every other link (localWalk); another FileIO's walk skips every
-// link. The skipped ones go to links (which may be nil).
-func listFiles(ctx context.Context, lister iceio.ListableIO, loc string, hiddenDir func(name string) bool, links *linkLog, fn func(path string, size int64, mtime time.Time)) error {
-	if links == nil {
-		links = &linkLog{}
-	}
-	if bfs, ok := blobIO(lister); ok {
-		// Split as iceberg-go's blob FileIO does: the key is the raw text
-		// after the bucket, never URL-unescaped.
-		scheme, rest, _ := strings.Cut(loc, "://")
-		bucket, key, _ := strings.Cut(rest, "/")
-		if bucket != "" && !strings.ContainsAny(bucket, "?#") && slices.Contains([]string{"s3", "s3a", "s3n", "gs"}, scheme) {
-			base := scheme + "://" + bucket + "/"
-			prefix := strings.TrimSuffix(key, "/") + "/"
-			if prefix == "/" { // a table at the bucket's root
-				prefix = ""
-			}
-			it := bfs.Bucket.List(&blob.ListOptions{Prefix: prefix})
-			for {
-				obj, err := it.Next(ctx)
-				if errors.Is(err, io.EOF) {
-					return nil
-				}
-				if err != nil {
-					return fmt.Errorf("list %s: %w", loc, err)
-				}
-				if obj.IsDir || strings.HasSuffix(obj.Key, "/") {
-					continue
-				}
-				fn(base+obj.Key, obj.Size, obj.ModTime)
-			}
-		}
-	}
-	if localIO(lister) {
-		root, err := localRoot(lister, loc)
-		if err != nil {
-			return err
-		}
-		w := localWalk{ctx: ctx, hidden: hiddenDir, fn: fn, log: links}
-		return w.run(root)
-	}
-	return lister.WalkDir(loc, func(p string, d stdfs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if d.Type()&stdfs.ModeSymlink != 0 {
-			links.skip(p, "", linkUnfollowed)
-			return nil
-		}
-		if d.IsDir() {
-			if strings.TrimSuffix(p, "/") != strings.TrimSuffix(loc, "/") && hiddenDir(d.Name()) {
-				return stdfs.SkipDir // nothing below a hidden folder is listed
-			}
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		fn(p, info.Size(), info.ModTime())
-		return nil
-	})
-}
-
-// blobIO returns the gocloud FileIO under fsys, through the chain's own
-// wrappers.
-func blobIO(fsys iceio.IO) (*blobfs.FileIO, bool) {
-	for {
-		switch v := fsys.(type) {
-		case *blobfs.FileIO:
-			return v, true
-		case recordingIO:
-			fsys = v.IO
-		default:
-			return nil, false
-		}
-	}
 }

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
@@ -24,6 +22,7 @@ import (
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/internal/scanoracle"
 	"github.com/tms-dev/tms/internal/seaweedtest"
+	"github.com/tms-dev/tms/testdata"
 )
 
 // Three histories that lost data, rebuilt with iceberg-go and run through
@@ -84,16 +83,11 @@ func (d dlTable) appendIDs(t *testing.T, first, n int) []string {
 	t.Helper()
 	tbl := d.load(t)
 	was, _ := dlLiveFiles(t, tbl)
-	sc, err := table.SchemaToArrowSchema(tbl.Schema(), nil, true, false)
-	require.NoError(t, err)
 	rows := make([]string, n)
 	for i := range rows {
 		rows[i] = fmt.Sprintf(`{"id": %d, "payload": "row %d of a file that starts at %d"}`, first+i, first+i, first)
 	}
-	at, err := array.TableFromJSON(memory.DefaultAllocator, sc, []string{"[" + strings.Join(rows, ",") + "]"})
-	require.NoError(t, err)
-	defer at.Release()
-	tbl, err = tbl.AppendTable(t.Context(), at, int64(n), nil)
+	tbl, err := testdata.AppendJSON(t.Context(), tbl, rows)
 	require.NoError(t, err)
 	now, _ := dlLiveFiles(t, tbl)
 	var added []string
