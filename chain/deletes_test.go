@@ -275,3 +275,35 @@ func TestSharedPuffinDeletionVectors(t *testing.T) {
 	_, deletes = b.liveFiles(t)
 	require.Empty(t, deletes)
 }
+
+// What a position-delete file names is proved or it stays: a file that is
+// not Parquet, or that cannot be opened, gives an error (planRemovals keeps
+// the file and names it in unread_delete_files), and a file whose bounds
+// or referenced file name one target is not read at all.
+func TestNamedPathsOfUnreadableDeletes(t *testing.T) {
+	t.Parallel()
+	fs, err := morBundle(t, nil).load(t).FS(t.Context())
+	require.NoError(t, err)
+	file := func(format iceberg.FileFormat, path string, build func(*iceberg.DataFileBuilder)) iceberg.DataFile {
+		bld, err := iceberg.NewDataFileBuilder(*iceberg.UnpartitionedSpec, iceberg.EntryContentPosDeletes, path, format, nil, nil, nil, 3, 100)
+		require.NoError(t, err)
+		if build != nil {
+			build(bld)
+		}
+		return bld.Build()
+	}
+	_, err = namedPaths(t.Context(), fs, file(iceberg.OrcFile, "file:///nowhere/d.orc", nil))
+	require.ErrorContains(t, err, "cannot read the file_path values of a ORC position-delete file")
+	_, err = namedPaths(t.Context(), fs, file(iceberg.ParquetFile, "file:///nowhere/d.parquet", nil))
+	require.ErrorContains(t, err, "open")
+
+	target := "file:///wh/t/data/a.parquet"
+	got, err := namedPaths(t.Context(), fs, file(iceberg.OrcFile, "file:///nowhere/d.orc", func(b *iceberg.DataFileBuilder) {
+		b.LowerBoundValues(map[int][]byte{posDeleteFilePathID: []byte(target)}).UpperBoundValues(map[int][]byte{posDeleteFilePathID: []byte(target)})
+	}))
+	require.NoError(t, err)
+	require.Equal(t, []string{target}, got)
+	got, err = namedPaths(t.Context(), fs, file(iceberg.OrcFile, "file:///nowhere/d.orc", func(b *iceberg.DataFileBuilder) { b.ReferencedDataFile(target) }))
+	require.NoError(t, err)
+	require.Equal(t, []string{target}, got)
+}
