@@ -13,8 +13,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -76,8 +78,16 @@ func Binary() (string, error) {
 	}
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1.
+// freePorts returns n distinct TCP ports on 127.0.0.1 that are free now,
+// drawn at random from below the kernel's ephemeral range. A port the
+// kernel hands out for ":0" lies inside that range, and so does the local
+// port of every outbound connection: between the probe and weed's bind, a
+// connection of this or a parallel test process may claim it (seen on
+// CI: "admin server: listen tcp 127.0.0.1:36561: bind: address already in
+// use", and the table bucket was never created). Below the range only
+// another listener can take a port, which Start survives by retrying.
 func freePorts(n int) ([]int, error) {
+	lo, hi := 10000, ephemeralFloor()
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -85,16 +95,40 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 100*n {
+			return nil, fmt.Errorf("seaweedtest: no %d free ports in [%d, %d)", n, lo, hi)
+		}
+		port := lo + mrand.IntN(hi-lo)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
-			return nil, err
+			continue
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports, nil
 }
+
+// ephemeralFloor is the first port of the kernel's ephemeral range
+// (Linux's default when it cannot be read), capped so that at least
+// 10,000 ports lie below it.
+func ephemeralFloor() int {
+	floor := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				floor = v
+			}
+		}
+	}
+	return max(floor, 20000)
+}
+
+// errPortTaken says weed could not bind a port it was given: another
+// process took it between the probe and the bind. Start tries again with
+// other ports.
+var errPortTaken = errors.New("a port was taken before weed bound it")
 
 // Start starts a fresh `weed mini` in a temporary folder, waits until its
 // REST catalog answers a signed request, and stops it when t ends.
@@ -107,9 +141,25 @@ func Start(t testing.TB) *Server {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("seaweedtest: %s: %v (build it with `make weed`; .ci/run does)", bin, err)
 	}
+	for attempt := 1; ; attempt++ {
+		s, log, err := start(t, bin)
+		if err == nil {
+			return s
+		}
+		if errors.Is(err, errPortTaken) && attempt < 3 {
+			t.Logf("seaweedtest: attempt %d: %v; starting again on other ports", attempt, err)
+			continue
+		}
+		t.Fatalf("seaweedtest: %v\n%s", err, tail(log, 4000))
+	}
+}
+
+// start runs one weed mini on fresh ports and waits for it. On an error
+// the process is already stopped; the log is returned for the message.
+func start(t testing.TB, bin string) (*Server, []byte, error) {
 	ports, err := freePorts(12)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
@@ -132,26 +182,30 @@ func Start(t testing.TB) *Server {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.Dir
 	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+s.AccessKey, "AWS_SECRET_ACCESS_KEY="+s.SecretKey)
-	logf, err := os.Create(filepath.Join(s.Dir, "weed.log"))
+	logPath := filepath.Join(s.Dir, "weed.log")
+	logf, err := os.Create(logPath)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("seaweedtest: start %s: %v", bin, err)
+		_ = logf.Close()
+		return nil, nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
+	stop := func() {
 		_ = cmd.Process.Kill()
 		<-exited
 		_ = logf.Close()
-	})
-	if err := s.waitReady(t, exited); err != nil {
-		log, _ := os.ReadFile(logf.Name())
-		t.Fatalf("seaweedtest: %v\n%s", err, tail(log, 4000))
 	}
-	return s
+	if err := s.waitReady(exited, logPath); err != nil {
+		stop()
+		log, _ := os.ReadFile(logPath)
+		return nil, log, err
+	}
+	t.Cleanup(stop)
+	return s, nil, nil
 }
 
 func tail(b []byte, n int) []byte {
@@ -161,8 +215,11 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-// waitReady polls the REST catalog with a signed list of namespaces.
-func (s *Server) waitReady(t testing.TB, exited <-chan error) error {
+// waitReady polls the REST catalog with a signed list of namespaces. A
+// bind failure in weed's log ends the wait at once with errPortTaken: weed
+// mini keeps running without the part that failed (the admin server
+// creates the table bucket), so the catalog would never become ready.
+func (s *Server) waitReady(exited <-chan error, logPath string) error {
 	deadline := time.Now().Add(90 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
@@ -170,6 +227,9 @@ func (s *Server) waitReady(t testing.TB, exited <-chan error) error {
 		case err := <-exited:
 			return fmt.Errorf("weed mini exited: %v", err)
 		default:
+		}
+		if log, _ := os.ReadFile(logPath); bytes.Contains(log, []byte("address already in use")) {
+			return errPortTaken
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		cat, err := catalogs.Open(ctx, "seaweed", s.Props())
