@@ -2,7 +2,6 @@ package scheduler_test
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tms-dev/tms/internal/freeport"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
@@ -100,10 +101,9 @@ func (pg *privatePostgres) run(name string, args ...string) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.One()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // TestPostgresRestartDuringDrain restarts PostgreSQL while two nodes drain

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/tms-dev/tms/internal/freeport"
 )
 
 // The binaries Debian installs.
@@ -54,12 +55,10 @@ func Start(t testing.TB, shotDir string) *Browser {
 			t.Fatalf("browsertest: %s is missing (apt-get install -y chromium chromium-driver): %v", p, err)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.One()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
 	cmd := exec.Command(ChromeDriverPath, "--port="+strconv.Itoa(port))
 	logf, err := os.Create(filepath.Join(t.TempDir(), "chromedriver.log"))
 	if err != nil {

@@ -16,8 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	mrand "math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +30,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/internal/freeport"
 )
 
 // Bucket is the table bucket the REST catalog serves as its warehouse.
@@ -78,53 +77,6 @@ func Binary() (string, error) {
 	}
 }
 
-// freePorts returns n distinct TCP ports on 127.0.0.1 that are free now,
-// drawn at random from below the kernel's ephemeral range. A port the
-// kernel hands out for ":0" lies inside that range, and so does the local
-// port of every outbound connection: between the probe and weed's bind, a
-// connection of this or a parallel test process may claim it (seen on
-// CI: "admin server: listen tcp 127.0.0.1:36561: bind: address already in
-// use", and the table bucket was never created). Below the range only
-// another listener can take a port, which Start survives by retrying.
-func freePorts(n int) ([]int, error) {
-	lo, hi := 10000, ephemeralFloor()
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	var ports []int
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 100*n {
-			return nil, fmt.Errorf("seaweedtest: no %d free ports in [%d, %d)", n, lo, hi)
-		}
-		port := lo + mrand.IntN(hi-lo)
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		ls = append(ls, l)
-		ports = append(ports, port)
-	}
-	return ports, nil
-}
-
-// ephemeralFloor is the first port of the kernel's ephemeral range
-// (Linux's default when it cannot be read), capped so that at least
-// 10,000 ports lie below it.
-func ephemeralFloor() int {
-	floor := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil {
-				floor = v
-			}
-		}
-	}
-	return max(floor, 20000)
-}
-
 // errPortTaken says weed could not bind a port it was given: another
 // process took it between the probe and the bind. Start tries again with
 // other ports.
@@ -157,7 +109,7 @@ func Start(t testing.TB) *Server {
 // start runs one weed mini on fresh ports and waits for it. On an error
 // the process is already stopped; the log is returned for the message.
 func start(t testing.TB, bin string) (*Server, []byte, error) {
-	ports, err := freePorts(12)
+	ports, err := freeport.Pick(12)
 	if err != nil {
 		return nil, nil, err
 	}

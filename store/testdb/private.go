@@ -2,12 +2,13 @@ package testdb
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/tms-dev/tms/internal/freeport"
 
 	"github.com/stretchr/testify/require"
 )
@@ -99,8 +100,7 @@ func postgresBinDir(t testing.TB) string {
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.One()
 	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
