@@ -33,12 +33,15 @@ import (
 // the table location outside those folders, which the cleanup left alone
 // whatever their age; it is absent when they were not counted (scope
 // location lists nothing outside, and a table at a root does not list its
-// location to count them).
+// location to count them). OtherTables names the roots of other tables
+// found under the listed folders, which nothing was planned below
+// (orphanforeign.go).
 type OrphanPlan struct {
 	OlderThan         string       `json:"older_than"`
 	Scope             string       `json:"scope"`
 	ListedRoots       []string     `json:"listed_roots"`
 	OutsideTablePaths *int         `json:"outside_table_paths,omitempty"`
+	OtherTables       []OtherTable `json:"other_tables,omitempty"`
 	Files             []OrphanFile `json:"files"`
 	TotalBytes        int64        `json:"total_bytes"`
 	SkippedLinks      *OrphanLinks `json:"skipped_links,omitempty"`
@@ -91,6 +94,9 @@ func (s *stepState) cleanOrphans(ctx context.Context, p policy.OrphanOptions, lo
 		warehouse: s.r.opts.Warehouse,
 	}
 	plan, err := pl.plan(ctx, s.tbl, fsys)
+	if shared := (sharedFolderError{}); errors.As(err, &shared) {
+		return "", skip{shared.Error()}
+	}
 	if err != nil {
 		return "", fmt.Errorf("plan orphan files: %w", err)
 	}
@@ -145,6 +151,9 @@ type orphanPlan struct {
 	// under the location outside them, nil when they were not counted.
 	roots   []orphanRoot
 	outside *int
+	// others are the roots of other tables found under the listed folders
+	// (orphanforeign.go), nothing below which is planned.
+	others *otherSet
 }
 
 // plannedOrphan is one orphan: path is the listed spelling, the one deleted.
@@ -248,6 +257,18 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 		}
 	}
 
+	ownMeta := slices.Clone(refs.metaDirs)
+	for _, r := range own {
+		if r.why == table.WriteMetadataPathKey || r.why == metadataPathWhy {
+			ownMeta = append(ownMeta, r.canon)
+		}
+	}
+	others, err := otherTables(ctx, fsys, listed, refs, ownMeta, tbl.Metadata().TableUUID().String(), pl.canon)
+	if err != nil {
+		return nil, err
+	}
+	otherSet := newOtherSet(others)
+
 	var inScope []plannedOrphan
 	seen := map[string]bool{}
 	for _, f := range listed {
@@ -256,6 +277,10 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 			continue // a file listed twice: under the location and an outside root
 		}
 		seen[c.Full] = true
+		if o, ok := otherSet.under(c); ok {
+			o.files++
+			continue
+		}
 		if _, ok := roots.under(c); !ok {
 			if _, ref := refs.full[c.Full]; !ref && outsideCount != nil {
 				*outsideCount++
@@ -273,7 +298,7 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 		return nil, err
 	}
 	files = links.keepLinked(files, refs, pl.canon)
-	return &orphanPlan{files: files, refs: refs, location: loc, links: links, roots: roots.roots, outside: outsideCount}, nil
+	return &orphanPlan{files: files, refs: refs, location: loc, links: links, roots: roots.roots, outside: outsideCount, others: otherSet}, nil
 }
 
 // match returns the listed files that refs does not reference. A listed
@@ -318,6 +343,9 @@ func (pl orphanPlanner) match(listed []plannedOrphan, refs *orphanRefs, roots *r
 func (p *orphanPlan) guard() error {
 	r := p.refs
 	for _, o := range p.files {
+		if t, ok := p.others.under(o.canon); ok {
+			return fmt.Errorf("%w: planned orphan %s lies under %s, the root of another table", errOrphanGuard, o.path, t.raw)
+		}
 		if o.canon.Full == r.current.Full {
 			return fmt.Errorf("%w: planned orphan %s is the current metadata file %s", errOrphanGuard, o.path, r.currentRaw)
 		}
@@ -419,6 +447,13 @@ func (p *orphanPlan) summary() string {
 	if p.outside != nil && *p.outside > 0 {
 		out = fmt.Sprintf("; %d files under the location outside the table's paths, left alone", *p.outside)
 	}
+	if n, files := p.others.count(); n > 0 {
+		tables := "other tables"
+		if n == 1 {
+			tables = "another table"
+		}
+		out += fmt.Sprintf("; %d files of %s under the table's folders, left alone", files, tables)
+	}
 	return out + p.links.summary()
 }
 
@@ -431,6 +466,9 @@ func (p *orphanPlan) detail(olderThan time.Duration, scope string) *OrphanPlan {
 		d.ListedRoots = append(d.ListedRoots, asLocation(r.raw, p.location))
 	}
 	slices.Sort(d.ListedRoots)
+	for _, t := range p.others.list() {
+		d.OtherTables = append(d.OtherTables, OtherTable{Root: asLocation(t.raw, p.location), Mark: asLocation(t.mark, p.location), Why: t.why, Files: t.files})
+	}
 	for _, f := range p.files {
 		d.Files = append(d.Files, OrphanFile{Path: displayPath(f, p.location), SizeBytes: f.size})
 		d.TotalBytes += f.size

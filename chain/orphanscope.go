@@ -43,6 +43,9 @@ const (
 	folderStoragePathKey = "write.folder-storage.path"
 )
 
+// metadataPathWhy is the why of the default metadata root.
+const metadataPathWhy = "the metadata path"
+
 // orphanRoot is one folder orphan cleanup lists: its spelling (the one
 // listed and reported) and canonical form.
 type orphanRoot struct {
@@ -72,7 +75,7 @@ func tableRoots(tbl *table.Table, c location.Normaliser) []orphanRoot {
 	if p := props[table.WriteMetadataPathKey]; p != "" {
 		add(p, table.WriteMetadataPathKey)
 	} else {
-		add(loc+"/metadata", "the metadata path")
+		add(loc+"/metadata", metadataPathWhy)
 	}
 	for _, k := range []string{objectStoragePathKey, folderStoragePathKey} {
 		if p := props[k]; p != "" {

@@ -123,8 +123,12 @@ func TestOrphanCleanupLeavesTableInsideLocation(t *testing.T) {
 	require.Equal(t, []string{"file://" + outerRoot + "/data", "file://" + outerRoot + "/metadata"}, d.ListedRoots,
 		"the referenced data/ and metadata/ folders are listed once each")
 	require.NotNil(t, d.OutsideTablePaths)
-	require.Equal(t, len(innerFiles), *d.OutsideTablePaths, "every file of the inner table is counted as left alone")
-	require.Contains(t, tr.Reason, "; "+strconv.Itoa(len(innerFiles))+" files under the location outside the table's paths, left alone")
+	require.Zero(t, *d.OutsideTablePaths, "the inner table's files are another table's, not files outside the table's paths")
+	require.Len(t, d.OtherTables, 1)
+	require.Equal(t, "file://"+innerRoot, d.OtherTables[0].Root)
+	require.Equal(t, len(innerFiles), d.OtherTables[0].Files, "every file of the inner table is counted as left alone")
+	require.Contains(t, d.OtherTables[0].Why, "table-uuid "+inner.load(t).Metadata().TableUUID().String())
+	require.Contains(t, tr.Reason, "; "+strconv.Itoa(len(innerFiles))+" files of another table under the table's folders, left alone")
 }
 
 // TestOrphanCleanupWarehouseRootTable: a table whose location is the
@@ -168,7 +172,9 @@ func TestOrphanCleanupWarehouseRootTable(t *testing.T) {
 	checkOthers()
 	d := orphanDetail(t, tr)
 	require.NotNil(t, d.OutsideTablePaths)
-	require.Equal(t, len(otherFiles[0])+len(otherFiles[1]), *d.OutsideTablePaths)
+	require.Zero(t, *d.OutsideTablePaths)
+	require.Len(t, d.OtherTables, 2, "the two tables below the warehouse root are found as other tables")
+	require.Equal(t, len(otherFiles[0])+len(otherFiles[1]), d.OtherTables[0].Files+d.OtherTables[1].Files)
 
 	// The warehouse known: only the table's own folders are listed.
 	rootTbl.opts.Warehouse = w.warehouse
