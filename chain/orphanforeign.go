@@ -105,7 +105,7 @@ func otherTables(ctx context.Context, fsys iceio.IO, listed []listedFile, refs *
 		if !isTableMark(path.Base(cp.Full)) {
 			continue
 		}
-		dir := location.Canonical{Full: path.Dir(cp.Full), Key: path.Dir(cp.Key)}
+		dir := cp.Dir()
 		fo := folders[dir.Full]
 		if fo == nil {
 			fo = &folder{dir: dir}
@@ -173,9 +173,9 @@ func otherTables(ctx context.Context, fsys iceio.IO, listed []listedFile, refs *
 		default:
 			why = "a metadata file of table-uuid " + u
 		}
-		root, raw := fo.dir, path.Dir(m)
+		root, raw := fo.dir, parentSpelling(m)
 		if path.Base(fo.dir.Full) == "metadata" {
-			root = location.Canonical{Full: path.Dir(fo.dir.Full), Key: path.Dir(fo.dir.Key)}
+			root = fo.dir.Dir()
 			raw = parentSpelling(raw)
 		}
 		out = append(out, &otherTable{root: root, raw: raw, mark: m, why: why})

@@ -70,7 +70,7 @@ func (pl orphanPlanner) references(ctx context.Context, tbl *table.Table, fsys i
 		cp := c.Canon(p)
 		r.addCanon(cp, p)
 		r.logged[metadataBase(path.Base(cp.Full))] = p
-		dir := location.Canonical{Full: path.Dir(cp.Full), Key: path.Dir(cp.Key)}
+		dir := cp.Dir()
 		if !slices.Contains(r.metaDirs, dir) {
 			r.metaDirs = append(r.metaDirs, dir)
 		}

@@ -356,7 +356,7 @@ func (p *orphanPlan) guard() error {
 		if !metadataShaped(base) {
 			continue
 		}
-		dir := path.Dir(o.canon.Full)
+		dir := o.canon.Dir().Full
 		inMeta := slices.ContainsFunc(r.metaDirs, func(m location.Canonical) bool { return m.Full == dir })
 		if ref, ok := r.logged[metadataBase(base)]; ok && inMeta {
 			return fmt.Errorf("%w: planned orphan %s is a metadata file named by the metadata log entry %s", errOrphanGuard, o.path, ref)

@@ -4,6 +4,7 @@ import (
 	"context"
 	stdfs "io/fs"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,4 +134,65 @@ func scanS3IDs(t *testing.T, cat catalog.Catalog, ident table.Identifier) []int6
 	tbl, err := cat.LoadTable(context.Background(), ident)
 	require.NoError(t, err)
 	return sortedIDs(t, tbl)
+}
+
+// TestOrphanCleanupOtherTableOnS3: on the flat S3 listing, a table created
+// inside this table's data/ folder is found by its metadata folder and left
+// whole, and this table's planted orphan is deleted. Both tables live in an
+// ordinary bucket under a SQL catalog (the table bucket refuses a table
+// inside another's data/); the inner table reads the same rows by a plain
+// iceberg-go scan.
+func TestOrphanCleanupOtherTableOnS3(t *testing.T) {
+	t.Parallel()
+	s := seaweedtest.Start(t)
+	ctx := context.Background()
+	cat, _ := s.SQLCatalog(t, t.TempDir(), s.PlainBucket(t, "plain")+"/warehouse")
+	require.NoError(t, cat.CreateNamespace(ctx, table.Identifier{"ns"}, nil))
+	ident, innerIdent := table.Identifier{"ns", "outer"}, table.Identifier{"ns", "inner"}
+	tbl, err := cat.CreateTable(ctx, ident, testdata.Schema())
+	require.NoError(t, err)
+	tbl, err = testdata.FillSmallFiles(ctx, tbl, 3, 20)
+	require.NoError(t, err)
+	inner, err := cat.CreateTable(ctx, innerIdent, testdata.Schema(), catalog.WithLocation(tbl.Location()+"/data/inner"))
+	require.NoError(t, err)
+	_, err = testdata.FillSmallFiles(ctx, inner, 3, 20)
+	require.NoError(t, err)
+
+	fsys, err := tbl.FS(ctx)
+	require.NoError(t, err)
+	list := func() []string {
+		var out []string
+		require.NoError(t, listFiles(ctx, fsys.(iceio.ListableIO), tbl.Location(), func(string) bool { return false }, nil, func(p string, _ int64, _ time.Time) {
+			out = append(out, p)
+		}))
+		sort.Strings(out)
+		return out
+	}
+	orphan := tbl.Location() + "/data/00099-9-7e570000-0000-4000-8000-000000000012-00001.parquet"
+	require.NoError(t, fsys.(iceio.WriteFileIO).WriteFile(orphan, []byte("not referenced")))
+	all := list()
+	s.SetModTime(t, time.Now().Add(-3*time.Hour), all...)
+	var innerFiles []string
+	for _, p := range all {
+		if strings.HasPrefix(p, tbl.Location()+"/data/inner/") {
+			innerFiles = append(innerFiles, p)
+		}
+	}
+	require.GreaterOrEqual(t, len(innerFiles), 3+1+1, "data files, a manifest list, metadata")
+	idsBefore, innerBefore := scanS3IDs(t, cat, ident), scanS3IDs(t, cat, innerIdent)
+
+	rep, err := Run(ctx, cat, ident, []Step{{Type: OrphanCleanup, Policy: policyJSON(`{"rewriteOptions": {"older-than": "1h"}}`)}}, Options{})
+	require.NoError(t, err)
+	tr := rep.Types[0]
+	require.Equal(t, Done, tr.Outcome, tr.Err)
+	d := tr.Detail.(*OrphanPlan)
+	require.Equal(t, []OrphanFile{{Path: orphan, SizeBytes: int64(len("not referenced"))}}, d.Files)
+	require.Len(t, d.OtherTables, 1)
+	require.Equal(t, tbl.Location()+"/data/inner", d.OtherTables[0].Root)
+	require.Equal(t, len(innerFiles), d.OtherTables[0].Files)
+	after := list()
+	require.NotContains(t, after, orphan)
+	require.Len(t, after, len(all)-1, "only the orphan is deleted")
+	require.Equal(t, idsBefore, scanS3IDs(t, cat, ident))
+	require.Equal(t, innerBefore, scanS3IDs(t, cat, innerIdent), "the inner table reads the same rows")
 }

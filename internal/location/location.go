@@ -140,6 +140,26 @@ func (c Canonical) Under(dir Canonical) bool {
 	return len(c.Full) > len(prefix) && strings.HasPrefix(c.Full, prefix)
 }
 
+// Dir returns the folder c lies in: the last element dropped from Full
+// and Key. Unlike path.Dir it keeps a URI's "scheme://" (path.Dir cleans
+// it to "scheme:/"). The folder of a root ("/", "s3://bucket") is itself.
+func (c Canonical) Dir() Canonical {
+	return Canonical{Full: dirOf(c.Full), Key: dirOf(c.Key)}
+}
+
+func dirOf(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	switch {
+	case i < 0:
+		return p
+	case i == 0:
+		return "/"
+	case p[i-1] == '/': // s3://bucket: the authority is not a folder
+		return p
+	}
+	return p[:i]
+}
+
 // Canon returns the canonical form of p:
 //
 //   - a local path (bare, or a file: URI with no authority or "localhost":

@@ -298,3 +298,18 @@ func TestRelativeToWorkingDirectory(t *testing.T) {
 	require.Equal(t, "/data/x.parquet", zero.Canon("data/x.parquet").Full, "the zero Normaliser resolves against /")
 	require.False(t, zero.SameObject("s3a://b/k", "s3://b/k"), "and has no equivalences")
 }
+
+func TestCanonicalDir(t *testing.T) {
+	for in, want := range map[string]string{
+		"s3://b/t/metadata/v1.metadata.json": "s3://b/t/metadata",
+		"s3://b/x":                           "s3://b",
+		"s3://b":                             "s3://b",
+		"/w/t/data/a.parquet":                "/w/t/data",
+		"/a":                                 "/",
+		"/":                                  "/",
+	} {
+		if got := (location.Canonical{Full: in, Key: in}).Dir(); got.Full != want || got.Key != want {
+			t.Errorf("Dir(%q) = %+v, want %q", in, got, want)
+		}
+	}
+}

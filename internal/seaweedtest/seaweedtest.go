@@ -26,6 +26,9 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 
@@ -302,4 +305,44 @@ func Ident(name string) table.Identifier {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return table.Identifier{"t" + hex.EncodeToString(b), name}
+}
+
+// PlainBucket creates an ordinary S3 bucket (not a table bucket: it takes
+// any key, as AWS S3, MinIO or GCS do) and returns its s3:// location.
+func (s *Server) PlainBucket(t testing.TB, name string) string {
+	t.Helper()
+	cl := s3.New(s3.Options{
+		Region:       Region,
+		BaseEndpoint: aws.String(s.S3Endpoint),
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+	})
+	if _, err := cl.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		t.Fatalf("seaweedtest: create bucket %s: %v", name, err)
+	}
+	return "s3://" + name
+}
+
+// SQLCatalog opens a catalog of the tests' own over the server's S3: a
+// SQLite SQL catalog in dir whose warehouse is warehouse (an s3://…
+// location, usually in a PlainBucket) and whose FileIO uses the server's
+// S3 gateway and keys, as an engine with a catalog of its own writes to
+// shared object storage. Props are its catalog properties.
+func (s *Server) SQLCatalog(t testing.TB, dir, warehouse string) (catalog.Catalog, iceberg.Properties) {
+	t.Helper()
+	props, err := catalogs.LocalProps(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props["warehouse"] = warehouse
+	for k, v := range s.Props() {
+		if strings.HasPrefix(k, "s3.") {
+			props[k] = v
+		}
+	}
+	cat, err := catalogs.Open(context.Background(), "sql-on-s3", props)
+	if err != nil {
+		t.Fatalf("seaweedtest: open a SQL catalog on S3: %v", err)
+	}
+	return cat, props
 }
