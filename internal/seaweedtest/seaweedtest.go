@@ -311,13 +311,7 @@ func Ident(name string) table.Identifier {
 // any key, as AWS S3, MinIO or GCS do) and returns its s3:// location.
 func (s *Server) PlainBucket(t testing.TB, name string) string {
 	t.Helper()
-	cl := s3.New(s3.Options{
-		Region:       Region,
-		BaseEndpoint: aws.String(s.S3Endpoint),
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
-	})
-	if _, err := cl.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+	if _, err := s.s3Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
 		t.Fatalf("seaweedtest: create bucket %s: %v", name, err)
 	}
 	return "s3://" + name
@@ -345,4 +339,59 @@ func (s *Server) SQLCatalog(t testing.TB, dir, warehouse string) (catalog.Catalo
 		t.Fatalf("seaweedtest: open a SQL catalog on S3: %v", err)
 	}
 	return cat, props
+}
+
+// s3Client is an S3 client of the gateway with the server's keys.
+func (s *Server) s3Client() *s3.Client {
+	return s3.New(s3.Options{
+		Region:       Region,
+		BaseEndpoint: aws.String(s.S3Endpoint),
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+	})
+}
+
+// splitLocation splits s3://BUCKET/KEY.
+func splitLocation(t testing.TB, loc string) (bucket, key string) {
+	t.Helper()
+	rest, ok := strings.CutPrefix(loc, "s3://")
+	if !ok {
+		t.Fatalf("seaweedtest: %q is not an s3:// location", loc)
+	}
+	bucket, key, _ = strings.Cut(rest, "/")
+	return bucket, key
+}
+
+// List returns the s3:// locations of every object under the folder loc
+// (s3://BUCKET or s3://BUCKET/PREFIX), in key order, listed by the S3 API
+// itself rather than by any FileIO.
+func (s *Server) List(t testing.TB, loc string) []string {
+	t.Helper()
+	bucket, prefix := splitLocation(t, loc)
+	if prefix != "" {
+		prefix = strings.TrimSuffix(prefix, "/") + "/"
+	}
+	var out []string
+	p := s3.NewListObjectsV2Paginator(s.s3Client(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			t.Fatalf("seaweedtest: list %s: %v", loc, err)
+		}
+		for _, o := range page.Contents {
+			if k := aws.ToString(o.Key); !strings.HasSuffix(k, "/") {
+				out = append(out, "s3://"+bucket+"/"+k)
+			}
+		}
+	}
+	return out
+}
+
+// Put writes data to the object at loc (s3://BUCKET/KEY).
+func (s *Server) Put(t testing.TB, loc string, data []byte) {
+	t.Helper()
+	bucket, key := splitLocation(t, loc)
+	if _, err := s.s3Client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data)}); err != nil {
+		t.Fatalf("seaweedtest: put %s: %v", loc, err)
+	}
 }
