@@ -101,10 +101,13 @@ func otherTables(ctx context.Context, fsys iceio.IO, listed []listedFile, refs *
 	}
 	folders := map[string]*folder{}
 	for _, f := range listed {
-		cp := c.Canon(f.path)
-		if !isTableMark(path.Base(cp.Full)) {
+		// The listed spelling's last element is the canonical one's (Canon
+		// decodes a file: URI's escapes, which a mark's name never holds);
+		// only marks are canonicalised.
+		if !isTableMark(f.path[strings.LastIndexByte(f.path, '/')+1:]) {
 			continue
 		}
+		cp := c.Canon(f.path)
 		dir := cp.Dir()
 		fo := folders[dir.Full]
 		if fo == nil {
