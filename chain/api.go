@@ -102,6 +102,19 @@ type Hooks struct {
 	// deletes (progress; the runner's crash-recovery tests stop the
 	// process from it).
 	FileDeleted func(path string)
+	// OtherTables returns the other tables the caller knows and where they
+	// live (the ledger's registered tables); orphan cleanup plans nothing
+	// below one that lies under the folders it lists, also when that
+	// table's metadata is elsewhere and no metadata folder marks it. An
+	// error fails the cleanup before anything is deleted.
+	OtherTables func(ctx context.Context) ([]Neighbour, error)
+}
+
+// Neighbour is another table and its location.
+type Neighbour struct {
+	// Name names the table in messages (catalog.namespace.table).
+	Name     string
+	Location string
 }
 
 // Options tune Run. The zero value is ready to use.

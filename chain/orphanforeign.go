@@ -63,7 +63,7 @@ type otherTable struct {
 // OtherTable is one entry of OrphanPlan.OtherTables.
 type OtherTable struct {
 	Root  string `json:"root"`
-	Mark  string `json:"mark"`
+	Mark  string `json:"mark,omitempty"`
 	Why   string `json:"why"`
 	Files int    `json:"files"`
 }
@@ -82,9 +82,12 @@ func isMetadataJSON(base string) bool {
 
 // sharedFolderError is returned by otherTables when another table writes
 // into this table's own metadata folder.
-type sharedFolderError struct{ file, uuid string }
+type sharedFolderError struct{ file, uuid, table, location string }
 
 func (e sharedFolderError) Error() string {
+	if e.table != "" {
+		return fmt.Sprintf("table %s is registered at this table's location %s: its files cannot be told from this table's orphans", e.table, e.location)
+	}
 	return fmt.Sprintf("metadata file %s in this table's metadata folder belongs to another table (table-uuid %s): "+
 		"a table shares this table's folders (register_table on its metadata), and its files cannot be told from this table's orphans",
 		e.file, e.uuid)
@@ -295,10 +298,16 @@ type otherSet struct {
 	all   []*otherTable
 }
 
+// newOtherSet keeps the first of the tables found at one root.
 func newOtherSet(ts []*otherTable) *otherSet {
-	s := &otherSet{byDir: map[string]*otherTable{}, all: ts}
+	s := &otherSet{byDir: map[string]*otherTable{}}
 	for _, t := range ts {
-		s.byDir[strings.TrimSuffix(t.root.Full, "/")] = t
+		d := strings.TrimSuffix(t.root.Full, "/")
+		if _, ok := s.byDir[d]; ok {
+			continue
+		}
+		s.byDir[d] = t
+		s.all = append(s.all, t)
 	}
 	return s
 }
@@ -339,4 +348,31 @@ func (s *otherSet) count() (tables, files int) {
 		files += t.files
 	}
 	return tables, files
+}
+
+// registeredTables returns the registered tables (Hooks.OtherTables) whose
+// location lies under the table location loc or under a listed root, as
+// other tables' roots. One whose location is this table's own is a table
+// on this table's files: a sharedFolderError.
+func registeredTables(reg []Neighbour, loc string, roots []orphanRoot, c location.Normaliser) ([]*otherTable, error) {
+	lc := c.Canon(loc)
+	var out []*otherTable
+	for _, n := range reg {
+		if n.Location == "" {
+			continue
+		}
+		nc := c.Canon(strings.TrimSuffix(n.Location, "/"))
+		if nc.Full == lc.Full {
+			return nil, sharedFolderError{table: n.Name, location: n.Location}
+		}
+		inside := nc.Under(lc)
+		for _, r := range roots {
+			inside = inside || nc.Under(r.canon) || nc.Full == r.canon.Full
+		}
+		if !inside {
+			continue
+		}
+		out = append(out, &otherTable{root: nc, raw: strings.TrimSuffix(n.Location, "/"), why: "table " + n.Name + " is registered at this location"})
+	}
+	return out, nil
 }

@@ -5,6 +5,8 @@ package chain
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,4 +201,58 @@ func TestOrphanCleanupSharedMetadataFolder(t *testing.T) {
 	require.Contains(t, tr.Reason, "metadata file "+twin+" in this table's metadata folder belongs to another table (table-uuid "+twinUUID+")")
 	require.Empty(t, gone(before, entries(t, root)), "nothing deleted")
 	require.NotEmpty(t, planted)
+}
+
+// TestOrphanCleanupRegisteredTables: files of a table whose metadata lies
+// elsewhere carry no metadata mark; the caller's registered tables
+// (Hooks.OtherTables, the ledger's locations) protect them. A registered
+// table at this table's own location skips the cleanup.
+func TestOrphanCleanupRegisteredTables(t *testing.T) {
+	t.Parallel()
+	w := newScopeWarehouse(t)
+	b := w.table(t, "outer", 3)
+	root := localPath(b.load(t).Location())
+	theirs := []string{
+		filepath.Join(root, "data", "inner", "data", "00000-0-theirs-00001.parquet"),
+		filepath.Join(root, "data", "inner", "data", "00001-0-theirs-00001.parquet"),
+	}
+	for _, p := range theirs {
+		plant(t, p)
+	}
+	planted := plantWriterOrphans(t, root)
+	ageTree(t, root)
+	before := entries(t, root)
+	b.opts.Hooks.OtherTables = func(context.Context) ([]Neighbour, error) {
+		return []Neighbour{
+			{Name: "cat.ns.inner", Location: "file://" + filepath.Join(root, "data", "inner")},
+			{Name: "cat.ns.far", Location: "file:///somewhere/else"},
+		}, nil
+	}
+	tr := cleanWith(t, b, "")
+	require.Equal(t, Done, tr.Outcome, tr.Err)
+	require.ElementsMatch(t, planted, gone(before, entries(t, root)))
+	for _, p := range theirs {
+		require.FileExists(t, p)
+	}
+	d := orphanDetail(t, tr)
+	require.Len(t, d.OtherTables, 1)
+	require.Equal(t, OtherTable{Root: "file://" + filepath.Join(root, "data", "inner"), Why: "table cat.ns.inner is registered at this location", Files: 2}, d.OtherTables[0])
+
+	planted = plantWriterOrphans(t, root)
+	ageTree(t, root)
+	before = entries(t, root)
+	b.opts.Hooks.OtherTables = func(context.Context) ([]Neighbour, error) {
+		return []Neighbour{{Name: "cat.ns.twin", Location: "file://" + root + "/"}}, nil
+	}
+	tr = cleanWith(t, b, "")
+	require.Equal(t, Skipped, tr.Outcome, tr.Err)
+	require.Contains(t, tr.Reason, "table cat.ns.twin is registered at this table's location")
+	require.Empty(t, gone(before, entries(t, root)))
+	require.NotEmpty(t, planted)
+
+	b.opts.Hooks.OtherTables = func(context.Context) ([]Neighbour, error) { return nil, errors.New("ledger down") }
+	tr = cleanWith(t, b, "")
+	require.Equal(t, Failed, tr.Outcome, tr.Reason)
+	require.Contains(t, tr.Err, "read the other tables: ledger down")
+	require.Empty(t, gone(before, entries(t, root)))
 }

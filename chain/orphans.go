@@ -86,7 +86,14 @@ func (s *stepState) cleanOrphans(ctx context.Context, p policy.OrphanOptions, lo
 	if err != nil {
 		return "", fmt.Errorf("plan orphan files: %w", err)
 	}
+	var registered []Neighbour
+	if h := s.r.opts.Hooks.OtherTables; h != nil {
+		if registered, err = h(ctx); err != nil {
+			return "", fmt.Errorf("plan orphan files: read the other tables: %w", err)
+		}
+	}
 	pl := orphanPlanner{
+		registered: registered,
 		canon:     canon,
 		olderThan: p.OlderThan,
 		mismatch:  p.PrefixMismatch,
@@ -137,6 +144,8 @@ type orphanPlanner struct {
 	// location when the caller knows it, to recognise a table at its root.
 	scope     string
 	warehouse string
+	// registered are the other tables the caller knows (Hooks.OtherTables).
+	registered []Neighbour
 }
 
 // orphanPlan is a planned cleanup: the orphans, the reference set they
@@ -267,7 +276,11 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 	if err != nil {
 		return nil, err
 	}
-	otherSet := newOtherSet(others)
+	reg, err := registeredTables(pl.registered, loc, append(slices.Clone(roots.roots), outsideSet.roots...), pl.canon)
+	if err != nil {
+		return nil, err
+	}
+	otherSet := newOtherSet(append(others, reg...))
 
 	var inScope []plannedOrphan
 	seen := map[string]bool{}

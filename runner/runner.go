@@ -140,6 +140,12 @@ func (j *jobRun) run(ctx context.Context) (chain.Report, error) {
 	if err := j.checkIncarnation(ctx, ident, tbl); err != nil {
 		return chain.Report{}, err
 	}
+	// Where the table lives, for the orphan cleanup of the tables around
+	// it (Hooks.OtherTables). Losing it costs only that protection, so it
+	// does not fail the job.
+	if err := j.st.SetTableLocation(ctx, j.job.TableID, tbl.Location()); err != nil {
+		j.log.Warn("could not record the table's location", zap.Error(err))
+	}
 	hooks := chain.Hooks{
 		Sampled:      j.sampled,
 		BeforeCommit: func(ctx context.Context, _ policy.Type) error { return j.st.CheckFence(ctx, j.job.ID, j.fence) },
@@ -158,6 +164,7 @@ func (j *jobRun) run(ctx context.Context) (chain.Report, error) {
 			return j.st.PendingDeletes(ctx, j.job.TableID)
 		},
 		FileDeleted: j.opts.FileDeleted,
+		OtherTables: j.otherTables,
 	}
 	if j.opts.wrapHooks != nil {
 		hooks = j.opts.wrapHooks(hooks)
@@ -173,6 +180,29 @@ func (j *jobRun) run(ctx context.Context) (chain.Report, error) {
 		rep.Duration = time.Since(start)
 	}
 	return rep, err
+}
+
+// otherTables are the ledger's tables with a recorded location other than
+// this job's table: every incarnation of another name (an older
+// incarnation of this name is the table it replaced, whose files are
+// orphans now).
+func (j *jobRun) otherTables(ctx context.Context) ([]chain.Neighbour, error) {
+	own, err := j.st.GetTable(ctx, j.job.TableID)
+	if err != nil {
+		return nil, err
+	}
+	locs, err := j.st.TableLocations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []chain.Neighbour
+	for _, l := range locs {
+		if l.Catalog == own.Catalog && l.Namespace == own.Namespace && l.Name == own.Name {
+			continue
+		}
+		out = append(out, chain.Neighbour{Name: l.Catalog + "." + l.Namespace + "." + l.Name, Location: l.Location})
+	}
+	return out, nil
 }
 
 // checkIncarnation refuses a table whose name or uuid is not the one the

@@ -3,10 +3,12 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -250,4 +252,56 @@ func outcomesOf(t *testing.T, j store.Job) []outcome {
 	var out []outcome
 	require.NoError(t, json.Unmarshal(j.Outcomes, &out))
 	return out
+}
+
+// TestOrphanCleanupLeavesRegisteredTables: the runner records the table's
+// location in the ledger and hands orphan cleanup the locations of the
+// other registered tables. Files under another table's recorded location
+// inside this table's data folder (a table whose metadata is elsewhere:
+// nothing else marks them) are left alone; an older incarnation of this
+// table's own name does not count.
+func TestOrphanCleanupLeavesRegisteredTables(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.orphans")
+	ident, _ := catalogs.ParseIdent(b.name)
+	dataDir := filepath.Join(b.dir, "warehouse", ident[0]+".db", ident[1], "data")
+	innerLoc := "file://" + filepath.Join(dataDir, "inner")
+	old := time.Now().Add(-testdata.OrphanAge)
+	var theirs []string
+	for i := range 2 {
+		p := filepath.Join(dataDir, "inner", "data", fmt.Sprintf("0000%d-0-theirs-00001.parquet", i))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte("PAR1 theirs PAR1"), 0o644))
+		require.NoError(t, os.Chtimes(p, old, old))
+		theirs = append(theirs, p)
+	}
+	inner, err := b.st.RegisterTable(b.ctx, store.TableRef{Catalog: catalogs.LocalName, Namespace: "tms", Name: "inner", UUID: "uuid-inner"})
+	require.NoError(t, err)
+	require.NoError(t, b.st.SetTableLocation(b.ctx, inner.ID, innerLoc))
+	// An older incarnation of this table's name, recorded at the same
+	// location: the table it replaced, not a neighbour.
+	gone, err := b.st.RegisterTable(b.ctx, store.TableRef{Catalog: catalogs.LocalName, Namespace: ident[0], Name: ident[1], UUID: "uuid-dropped"})
+	require.NoError(t, err)
+	require.NoError(t, b.st.SetTableLocation(b.ctx, gone.ID, "file://"+filepath.Dir(dataDir)))
+	before := b.load(t)
+
+	j := b.job(t, 1, policy.OrphanCleanup)
+	rep, err := RunJob(b.ctx, b.st, j.ID, j.Fence, Options{Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	require.Len(t, rep.Types, 1)
+	require.Equal(t, chain.Done, rep.Types[0].Outcome, "%s %s", rep.Types[0].Reason, rep.Types[0].Err)
+	for _, p := range theirs {
+		require.FileExists(t, p, "the registered table's file is left alone")
+	}
+	d := rep.Types[0].Detail.(*chain.OrphanPlan)
+	require.Len(t, d.OtherTables, 1)
+	require.Equal(t, innerLoc, d.OtherTables[0].Root)
+	require.Equal(t, 2, d.OtherTables[0].Files)
+	require.NotEmpty(t, d.Files, "the table's own planted orphans are deleted")
+	require.Equal(t, before.sum, b.load(t).sum)
+
+	locs, err := b.st.TableLocations(b.ctx)
+	require.NoError(t, err)
+	require.Contains(t, locs, store.TableLocation{TableRef: b.row.TableRef, ID: b.row.ID, Location: "file://" + filepath.Dir(dataDir)},
+		"the runner recorded the table's location")
 }

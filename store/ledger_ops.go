@@ -80,6 +80,49 @@ func (s *sqlStore) GetTable(ctx context.Context, id int64) (Table, error) {
 	return t, nil
 }
 
+// SetTableLocation records a table row's location; a row that already
+// records it is not written again.
+func (s *sqlStore) SetTableLocation(ctx context.Context, id int64, location string) error {
+	if location == "" {
+		return fmt.Errorf("%w: table %d: location must not be empty", ErrInvalidArgument, id)
+	}
+	ph := s.b.param
+	err := s.b.write(ctx, func(q dbQ) error {
+		var n int
+		if err := q.queryRow(ctx, `SELECT count(*) FROM maintained_table WHERE id = `+ph(1), id).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return notFound("table", id)
+		}
+		_, err := q.exec(ctx, `UPDATE maintained_table SET location = `+ph(2)+`
+			WHERE id = `+ph(1)+` AND (location IS NULL OR location <> `+ph(2)+`)`, id, location)
+		return err
+	})
+	if err != nil {
+		return s.fail("set table location", err)
+	}
+	return nil
+}
+
+// TableLocations returns the table rows with a recorded location.
+func (s *sqlStore) TableLocations(ctx context.Context) ([]TableLocation, error) {
+	var out []TableLocation
+	err := s.b.read().query(ctx, func(row scanner) error {
+		var l TableLocation
+		if err := row.Scan(&l.ID, &l.Catalog, &l.Namespace, &l.Name, &l.UUID, &l.Location); err != nil {
+			return err
+		}
+		out = append(out, l)
+		return nil
+	}, `SELECT id, catalog, namespace, name, table_uuid, location
+		FROM maintained_table WHERE location IS NOT NULL ORDER BY id`)
+	if err != nil {
+		return nil, s.b.wrap("table locations", err)
+	}
+	return out, nil
+}
+
 // insertJob inserts a pending job row on q (a pool or a transaction),
 // created at now, mapping the in-flight index and the table foreign key to
 // ErrInFlight and ErrNotFound. The backends' CreateJob and their scheduler

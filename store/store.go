@@ -143,6 +143,13 @@ type Table struct {
 	CreatedAt time.Time
 }
 
+// TableLocation is a table row and the location recorded for it.
+type TableLocation struct {
+	TableRef
+	ID       int64
+	Location string
+}
+
 // NewJob is what CreateJob needs to open a job row.
 type NewJob struct {
 	// TableID is the maintained_table row the job works on.
@@ -262,6 +269,12 @@ type Store interface {
 	FindTable(ctx context.Context, catalog, namespace, name string) (Table, error)
 	// GetTable returns the table row id. ErrNotFound if it does not exist.
 	GetTable(ctx context.Context, id int64) (Table, error)
+	// SetTableLocation records the location of table row id, as its
+	// metadata says now. ErrNotFound if the row does not exist.
+	SetTableLocation(ctx context.Context, id int64, location string) error
+	// TableLocations returns every table row with a recorded location, in
+	// id order: what orphan cleanup leaves alone under a table's folders.
+	TableLocations(ctx context.Context) ([]TableLocation, error)
 
 	// CreateJob opens a job row with status pending and fence 1. It returns
 	// ErrInFlight if a row of the same table is still in flight, and

@@ -127,6 +127,28 @@ func exerciseTables(t *testing.T, setup func(*testing.T) *bundle) {
 		require.Equal(t, first, got)
 	})
 
+	t.Run("Locations", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		a, c := b.table(t, "a"), b.table(t, "c")
+		b.table(t, "never-run")
+		got, err := b.s.TableLocations(b.ctx)
+		require.NoError(t, err)
+		require.Empty(t, got, "no location is recorded before a runner records it")
+		require.NoError(t, b.s.SetTableLocation(b.ctx, c.ID, "s3://lake/db/c"))
+		require.NoError(t, b.s.SetTableLocation(b.ctx, a.ID, "s3://lake/db/a"))
+		require.NoError(t, b.s.SetTableLocation(b.ctx, a.ID, "s3://lake/db/a"), "the same location again")
+		require.NoError(t, b.s.SetTableLocation(b.ctx, c.ID, "s3://lake/db/a/data/c"), "a moved table")
+		got, err = b.s.TableLocations(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, []store.TableLocation{
+			{TableRef: a.TableRef, ID: a.ID, Location: "s3://lake/db/a"},
+			{TableRef: c.TableRef, ID: c.ID, Location: "s3://lake/db/a/data/c"},
+		}, got)
+		require.ErrorIs(t, b.s.SetTableLocation(b.ctx, c.ID+1000, "s3://x"), store.ErrNotFound)
+		require.ErrorIs(t, b.s.SetTableLocation(b.ctx, a.ID, ""), store.ErrInvalidArgument)
+	})
+
 	t.Run("ConcurrentRegisterReturnsOneRow", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
