@@ -94,11 +94,11 @@ func (s *stepState) cleanOrphans(ctx context.Context, p policy.OrphanOptions, lo
 	}
 	pl := orphanPlanner{
 		registered: registered,
-		canon:     canon,
-		olderThan: p.OlderThan,
-		mismatch:  p.PrefixMismatch,
-		scope:     p.Scope,
-		warehouse: s.r.opts.Warehouse,
+		canon:      canon,
+		olderThan:  p.OlderThan,
+		mismatch:   p.PrefixMismatch,
+		scope:      p.Scope,
+		warehouse:  s.r.opts.Warehouse,
 	}
 	plan, err := pl.plan(ctx, s.tbl, fsys)
 	if shared := (sharedFolderError{}); errors.As(err, &shared) {
