@@ -141,10 +141,12 @@ func (j *jobRun) run(ctx context.Context) (chain.Report, error) {
 		return chain.Report{}, err
 	}
 	// Where the table lives, for the orphan cleanup of the tables around
-	// it (Hooks.OtherTables). Losing it costs only that protection, so it
-	// does not fail the job.
-	if err := j.st.SetTableLocation(ctx, j.job.TableID, tbl.Location()); err != nil {
-		j.log.Warn("could not record the table's location", zap.Error(err))
+	// it (Hooks.OtherTables), and gc.enabled, for the plan. Losing them
+	// costs only that protection and that line of the plan, so it does not
+	// fail the job.
+	facts := store.TableFacts{Location: tbl.Location(), GCEnabled: tbl.Properties().GetBool("gc.enabled", true)}
+	if err := j.st.RecordTableFacts(ctx, j.job.TableID, facts); err != nil {
+		j.log.Warn("could not record the table's location and gc.enabled", zap.Error(err))
 	}
 	hooks := chain.Hooks{
 		Sampled:      j.sampled,

@@ -277,12 +277,12 @@ func TestOrphanCleanupLeavesRegisteredTables(t *testing.T) {
 	}
 	inner, err := b.st.RegisterTable(b.ctx, store.TableRef{Catalog: catalogs.LocalName, Namespace: "tms", Name: "inner", UUID: "uuid-inner"})
 	require.NoError(t, err)
-	require.NoError(t, b.st.SetTableLocation(b.ctx, inner.ID, innerLoc))
+	require.NoError(t, b.st.RecordTableFacts(b.ctx, inner.ID, store.TableFacts{Location: innerLoc, GCEnabled: true}))
 	// An older incarnation of this table's name, recorded at the same
 	// location: the table it replaced, not a neighbour.
 	gone, err := b.st.RegisterTable(b.ctx, store.TableRef{Catalog: catalogs.LocalName, Namespace: ident[0], Name: ident[1], UUID: "uuid-dropped"})
 	require.NoError(t, err)
-	require.NoError(t, b.st.SetTableLocation(b.ctx, gone.ID, "file://"+filepath.Dir(dataDir)))
+	require.NoError(t, b.st.RecordTableFacts(b.ctx, gone.ID, store.TableFacts{Location: "file://"+filepath.Dir(dataDir), GCEnabled: true}))
 	before := b.load(t)
 
 	j := b.job(t, 1, policy.OrphanCleanup)

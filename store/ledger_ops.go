@@ -80,10 +80,10 @@ func (s *sqlStore) GetTable(ctx context.Context, id int64) (Table, error) {
 	return t, nil
 }
 
-// SetTableLocation records a table row's location; a row that already
-// records it is not written again.
-func (s *sqlStore) SetTableLocation(ctx context.Context, id int64, location string) error {
-	if location == "" {
+// RecordTableFacts records a table row's facts; a row that already
+// records them is not written again.
+func (s *sqlStore) RecordTableFacts(ctx context.Context, id int64, f TableFacts) error {
+	if f.Location == "" {
 		return fmt.Errorf("%w: table %d: location must not be empty", ErrInvalidArgument, id)
 	}
 	ph := s.b.param
@@ -95,12 +95,13 @@ func (s *sqlStore) SetTableLocation(ctx context.Context, id int64, location stri
 		if n == 0 {
 			return notFound("table", id)
 		}
-		_, err := q.exec(ctx, `UPDATE maintained_table SET location = `+ph(2)+`
-			WHERE id = `+ph(1)+` AND (location IS NULL OR location <> `+ph(2)+`)`, id, location)
+		_, err := q.exec(ctx, `UPDATE maintained_table SET location = `+ph(2)+`, gc_enabled = `+ph(3)+`
+			WHERE id = `+ph(1)+` AND (location IS NULL OR location <> `+ph(2)+` OR gc_enabled IS NULL OR gc_enabled <> `+ph(3)+`)`,
+			id, f.Location, f.GCEnabled)
 		return err
 	})
 	if err != nil {
-		return s.fail("set table location", err)
+		return s.fail("record table facts", err)
 	}
 	return nil
 }

@@ -41,6 +41,9 @@ type PlanFacts struct {
 	// Latest maps a table id to its newest metrics row of any policy (by
 	// recorded_at, policy id, snapshot id, as ListTableStatus orders them).
 	Latest map[int64]SnapshotMetrics
+	// GCDisabled holds the tables whose runner last saw gc.enabled=false
+	// (RecordTableFacts).
+	GCDisabled map[int64]bool
 }
 
 // PlanReads are the plan's bulk reads.
@@ -149,6 +152,17 @@ func (s *sqlStore) PlanFacts(ctx context.Context, tableIDs []int64) (PlanFacts, 
 		WHERE n.catalog = t.catalog AND n.namespace = t.namespace AND n.name = t.name AND n.id > t.id)`, args...)
 	if err != nil {
 		return f, s.b.wrap("plan facts: incarnations", err)
+	}
+
+	f.GCDisabled = map[int64]bool{}
+	err = r.query(ctx, func(row scanner) error {
+		var id int64
+		err := row.Scan(&id)
+		f.GCDisabled[id] = true
+		return err
+	}, `SELECT t.id FROM maintained_table t WHERE t.id IN `+in+` AND t.gc_enabled IS NOT NULL AND NOT t.gc_enabled`, args...)
+	if err != nil {
+		return f, s.b.wrap("plan facts: gc.enabled", err)
 	}
 
 	jobs, err := collect(ctx, r, scanJob, `SELECT `+jobCols+` FROM table_maintenance_job

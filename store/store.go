@@ -143,6 +143,14 @@ type Table struct {
 	CreatedAt time.Time
 }
 
+// TableFacts are what a runner records of a table each time it loads it.
+type TableFacts struct {
+	// Location is the table's location; must not be empty.
+	Location string
+	// GCEnabled is the table property gc.enabled (default true).
+	GCEnabled bool
+}
+
 // TableLocation is a table row and the location recorded for it.
 type TableLocation struct {
 	TableRef
@@ -269,9 +277,9 @@ type Store interface {
 	FindTable(ctx context.Context, catalog, namespace, name string) (Table, error)
 	// GetTable returns the table row id. ErrNotFound if it does not exist.
 	GetTable(ctx context.Context, id int64) (Table, error)
-	// SetTableLocation records the location of table row id, as its
-	// metadata says now. ErrNotFound if the row does not exist.
-	SetTableLocation(ctx context.Context, id int64, location string) error
+	// RecordTableFacts records what the table of row id says of itself now
+	// (its location, gc.enabled). ErrNotFound if the row does not exist.
+	RecordTableFacts(ctx context.Context, id int64, f TableFacts) error
 	// TableLocations returns every table row with a recorded location, in
 	// id order: what orphan cleanup leaves alone under a table's folders.
 	TableLocations(ctx context.Context) ([]TableLocation, error)

@@ -248,6 +248,8 @@ func (f *Flow) planItem(t store.Table, e store.EffectivePolicy, facts store.Plan
 		return it
 	}
 	switch {
+	case typ == policy.OrphanCleanup && facts.GCDisabled[t.ID]:
+		it.Verdict, it.Reason = PlanSkip, "table property gc.enabled=false (as the runner last loaded the table): orphan cleanup deletes no file of it"
 	case threshold == nil:
 		it.Verdict, it.Reason = PlanRun, "no usable sample yet: the runner samples the table first and decides on it"
 	case threshold.Work:

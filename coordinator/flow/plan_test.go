@@ -183,3 +183,40 @@ func sampleOf(t *testing.T, mse float64) sampler.Metrics {
 	t.Helper()
 	return sampler.Metrics{DataFileNumber: 10, SmallFileNumber: 10, DataFileMSE: mse, SnapshotNumber: 3}
 }
+
+// TestPlanGCDisabled: the plan says orphan cleanup of a table whose runner
+// last saw gc.enabled=false deletes nothing; another table's is due.
+func TestPlanGCDisabled(t *testing.T) {
+	t.Parallel()
+	b := coordtest.Setup(t, store.BackendSQLite)
+	ctx := b.Ctx
+	st, err := store.Open(ctx, b.URL, zaptest.NewLogger(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	pol, err := store.PoliciesOf(st)
+	require.NoError(t, err)
+	nogc, err := st.RegisterTable(ctx, store.TableRef{Catalog: "c", Namespace: "ns", Name: "nogc", UUID: "u1"})
+	require.NoError(t, err)
+	plain, err := st.RegisterTable(ctx, store.TableRef{Catalog: "c", Namespace: "ns", Name: "plain", UUID: "u2"})
+	require.NoError(t, err)
+	require.NoError(t, st.RecordTableFacts(ctx, nogc.ID, store.TableFacts{Location: "s3://b/nogc", GCEnabled: false}))
+	require.NoError(t, st.RecordTableFacts(ctx, plain.ID, store.TableFacts{Location: "s3://b/plain", GCEnabled: true}))
+	_, err = pol.CreatePolicy(ctx, store.NewPolicy{Name: "orphans", Type: policy.PolicyTypeOf(policy.OrphanCleanup), Enabled: true,
+		Content: json.RawMessage(`{"schedule": {"crontab": "@daily"}}`)})
+	require.NoError(t, err)
+	_, _, err = pol.Attach(ctx, "orphans", store.PolicyObject{Level: store.LevelCatalog, Catalog: "c"})
+	require.NoError(t, err)
+
+	fl, err := flow.NewFlow(st, nil, flow.FlowConfig{DBURL: b.URL, Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	plan, err := fl.Plan(ctx, flow.PlanQuery{Now: time.Now()})
+	require.NoError(t, err)
+	got := map[string]flow.PlanItem{}
+	for _, it := range plan.Items {
+		got[it.Table] = it
+	}
+	require.Len(t, got, 2, "%+v", plan.Items)
+	require.Equal(t, flow.PlanSkip, got["c.ns.nogc"].Verdict)
+	require.Contains(t, got["c.ns.nogc"].Reason, "gc.enabled=false")
+	require.NotContains(t, got["c.ns.plain"].Reason, "gc.enabled")
+}

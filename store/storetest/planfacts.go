@@ -58,6 +58,8 @@ func ExercisePlanReads(t *testing.T, open func(t *testing.T) store.Store) {
 		ofExpiry := put(a.ID, expiry.ID, 3, t0.Add(time.Minute))
 		put(a.ID, store.NoPolicy, 4, t0.Add(-time.Hour))
 
+		require.NoError(t, b.s.RecordTableFacts(b.ctx, lone.ID, store.TableFacts{Location: "s3://b/lone", GCEnabled: false}))
+		require.NoError(t, b.s.RecordTableFacts(b.ctx, a.ID, store.TableFacts{Location: "s3://b/a", GCEnabled: true}))
 		ids := []int64{a.ID, bb.ID, newB.ID, lone.ID, other.ID, a.ID, 999999}
 		f, err := r.PlanFacts(b.ctx, ids)
 		require.NoError(t, err)
@@ -78,6 +80,7 @@ func ExercisePlanReads(t *testing.T, open func(t *testing.T) store.Store) {
 		require.Empty(t, f.Effective[other.ID])
 
 		require.Equal(t, map[int64]bool{bb.ID: true}, f.Superseded)
+		require.Equal(t, map[int64]bool{lone.ID: true}, f.GCDisabled, "only a table recorded with gc.enabled=false")
 		require.Len(t, f.InFlight[a.ID], 1)
 		require.Equal(t, running.ID, f.InFlight[a.ID][0].ID)
 		require.Empty(t, f.InFlight[newB.ID])

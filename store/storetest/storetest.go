@@ -135,18 +135,18 @@ func exerciseTables(t *testing.T, setup func(*testing.T) *bundle) {
 		got, err := b.s.TableLocations(b.ctx)
 		require.NoError(t, err)
 		require.Empty(t, got, "no location is recorded before a runner records it")
-		require.NoError(t, b.s.SetTableLocation(b.ctx, c.ID, "s3://lake/db/c"))
-		require.NoError(t, b.s.SetTableLocation(b.ctx, a.ID, "s3://lake/db/a"))
-		require.NoError(t, b.s.SetTableLocation(b.ctx, a.ID, "s3://lake/db/a"), "the same location again")
-		require.NoError(t, b.s.SetTableLocation(b.ctx, c.ID, "s3://lake/db/a/data/c"), "a moved table")
+		require.NoError(t, b.s.RecordTableFacts(b.ctx, c.ID, store.TableFacts{Location: "s3://lake/db/c", GCEnabled: true}))
+		require.NoError(t, b.s.RecordTableFacts(b.ctx, a.ID, store.TableFacts{Location: "s3://lake/db/a", GCEnabled: true}))
+		require.NoError(t, b.s.RecordTableFacts(b.ctx, a.ID, store.TableFacts{Location: "s3://lake/db/a", GCEnabled: true}), "the same location again")
+		require.NoError(t, b.s.RecordTableFacts(b.ctx, c.ID, store.TableFacts{Location: "s3://lake/db/a/data/c", GCEnabled: true}), "a moved table")
 		got, err = b.s.TableLocations(b.ctx)
 		require.NoError(t, err)
 		require.Equal(t, []store.TableLocation{
 			{TableRef: a.TableRef, ID: a.ID, Location: "s3://lake/db/a"},
 			{TableRef: c.TableRef, ID: c.ID, Location: "s3://lake/db/a/data/c"},
 		}, got)
-		require.ErrorIs(t, b.s.SetTableLocation(b.ctx, c.ID+1000, "s3://x"), store.ErrNotFound)
-		require.ErrorIs(t, b.s.SetTableLocation(b.ctx, a.ID, ""), store.ErrInvalidArgument)
+		require.ErrorIs(t, b.s.RecordTableFacts(b.ctx, c.ID+1000, store.TableFacts{Location: "s3://x", GCEnabled: true}), store.ErrNotFound)
+		require.ErrorIs(t, b.s.RecordTableFacts(b.ctx, a.ID, store.TableFacts{Location: "", GCEnabled: true}), store.ErrInvalidArgument)
 	})
 
 	t.Run("ConcurrentRegisterReturnsOneRow", func(t *testing.T) {
