@@ -282,7 +282,7 @@ func TestOrphanCleanupLeavesRegisteredTables(t *testing.T) {
 	// location: the table it replaced, not a neighbour.
 	gone, err := b.st.RegisterTable(b.ctx, store.TableRef{Catalog: catalogs.LocalName, Namespace: ident[0], Name: ident[1], UUID: "uuid-dropped"})
 	require.NoError(t, err)
-	require.NoError(t, b.st.RecordTableFacts(b.ctx, gone.ID, store.TableFacts{Location: "file://"+filepath.Dir(dataDir), GCEnabled: true}))
+	require.NoError(t, b.st.RecordTableFacts(b.ctx, gone.ID, store.TableFacts{Location: "file://" + filepath.Dir(dataDir), GCEnabled: true}))
 	before := b.load(t)
 
 	j := b.job(t, 1, policy.OrphanCleanup)
