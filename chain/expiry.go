@@ -77,7 +77,7 @@ func (s *stepState) expire(ctx context.Context, p policy.ExpiryOptions, log *zap
 		if s.r.opts.DryRun {
 			return nil, skip{fmt.Sprintf("dry run: would expire %d of %d snapshots with %s", len(expired), total, desc)}
 		}
-		if p.CleanExpiredFiles && gcEnabled(cur.Properties()) {
+		if p.CleanExpiredFiles && GCEnabled(cur.Properties()) {
 			staged, err := txn.StagedTable()
 			if err != nil {
 				return nil, fmt.Errorf("stage snapshot expiry: %w", err)

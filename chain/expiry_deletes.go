@@ -146,8 +146,11 @@ func (x *refIndex) files(ctx context.Context, m iceberg.ManifestFile) ([]string,
 	return files, nil
 }
 
-// gcEnabled reports the table property gc.enabled (default true).
-func gcEnabled(props iceberg.Properties) bool {
+// GCEnabled reports the table property gc.enabled (default true): false
+// only when it says "false" (any case, spaces around), as Iceberg Java's
+// PropertyUtil reads it. Everything that asks whether a table's files may
+// be deleted asks here, the ledger's record of it included.
+func GCEnabled(props iceberg.Properties) bool {
 	return !strings.EqualFold(strings.TrimSpace(props["gc.enabled"]), "false")
 }
 

@@ -291,8 +291,7 @@ func readTableUUID(fsys iceio.IO, name string) (string, error) {
 	return "", nil
 }
 
-// otherSet finds the other table a canonical path lies under, by walking
-// the path's parents as rootSet does.
+// otherSet finds the other table a canonical path lies under (folderOf).
 type otherSet struct {
 	byDir map[string]*otherTable
 	all   []*otherTable
@@ -314,23 +313,10 @@ func newOtherSet(ts []*otherTable) *otherSet {
 
 // under returns the other table whose root c lies below.
 func (s *otherSet) under(c location.Canonical) (*otherTable, bool) {
-	if s == nil || len(s.all) == 0 {
+	if s == nil {
 		return nil, false
 	}
-	d := c.Full
-	for {
-		i := strings.LastIndexByte(d, '/')
-		if i < 0 {
-			return nil, false
-		}
-		d = d[:i]
-		if t, ok := s.byDir[d]; ok {
-			return t, true
-		}
-		if d == "" {
-			return nil, false
-		}
-	}
+	return folderOf(s.byDir, c)
 }
 
 func (s *otherSet) list() []*otherTable {

@@ -75,7 +75,7 @@ var errOrphanGuard = errors.New("orphan cleanup aborted, nothing deleted")
 // property says no file of the table may be deleted, and Iceberg Java's
 // orphan removal refuses such a table too.
 func (s *stepState) cleanOrphans(ctx context.Context, p policy.OrphanOptions, log *zap.Logger) (string, error) {
-	if !gcEnabled(s.tbl.Properties()) {
+	if !GCEnabled(s.tbl.Properties()) {
 		return "", skip{"table property gc.enabled=false: no file of this table may be deleted"}
 	}
 	fsys, err := s.tbl.FS(ctx)

@@ -116,18 +116,32 @@ func newRootSet(roots []orphanRoot) *rootSet {
 
 // under returns the root a canonical path lies strictly below.
 func (s *rootSet) under(c location.Canonical) (orphanRoot, bool) {
+	if k, ok := folderOf(s.byDir, c); ok {
+		return s.roots[k], true
+	}
+	return orphanRoot{}, false
+}
+
+// folderOf returns the value of the nearest folder of byDir (keyed by
+// canonical folder, no trailing slash) that c lies strictly below, walking
+// c's parents: one map probe per level, not a prefix test per folder.
+func folderOf[V any](byDir map[string]V, c location.Canonical) (V, bool) {
+	var zero V
+	if len(byDir) == 0 {
+		return zero, false
+	}
 	d := c.Full
 	for {
 		i := strings.LastIndexByte(d, '/')
 		if i < 0 {
-			return orphanRoot{}, false
+			return zero, false
 		}
 		d = d[:i]
-		if k, ok := s.byDir[d]; ok {
-			return s.roots[k], true
+		if v, ok := byDir[d]; ok {
+			return v, true
 		}
 		if d == "" {
-			return orphanRoot{}, false
+			return zero, false
 		}
 	}
 }

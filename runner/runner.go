@@ -144,7 +144,7 @@ func (j *jobRun) run(ctx context.Context) (chain.Report, error) {
 	// it (Hooks.OtherTables), and gc.enabled, for the plan. Losing them
 	// costs only that protection and that line of the plan, so it does not
 	// fail the job.
-	facts := store.TableFacts{Location: tbl.Location(), GCEnabled: tbl.Properties().GetBool("gc.enabled", true)}
+	facts := store.TableFacts{Location: tbl.Location(), GCEnabled: chain.GCEnabled(tbl.Properties())}
 	if err := j.st.RecordTableFacts(ctx, j.job.TableID, facts); err != nil {
 		j.log.Warn("could not record the table's location and gc.enabled", zap.Error(err))
 	}

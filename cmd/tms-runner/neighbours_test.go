@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,13 +92,7 @@ func nbS3World(t *testing.T) nbWorld {
 		t.Cleanup(func() { require.NoError(t, c.Close()) })
 	}
 	w := nbWorld{cat: cat, args: []string{"--catalog-name", "sql-on-s3"}, warehouse: warehouse, rootLoc: s.PlainBucket(t, "root")}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range props {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(props)) {
 		if k == "s3.access-key-id" || k == "s3.secret-access-key" {
 			w.env = append(w.env, "TMS_CATALOG_PROP_"+k+"="+props[k])
 			continue
