@@ -115,6 +115,13 @@ type Neighbour struct {
 	// Name names the table in messages (catalog.namespace.table).
 	Name     string
 	Location string
+	// Folders are the folders outside Location the table references
+	// (sampler.Result.OutsideFolders, as last recorded). Orphan cleanup
+	// of a table whose listed folders meet one loads the table with Load
+	// and keeps every file it references; when Load is nil or fails, it
+	// keeps everything under those folders.
+	Folders []string
+	Load    func(ctx context.Context) (*table.Table, error)
 }
 
 // Options tune Run. The zero value is ready to use.

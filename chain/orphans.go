@@ -35,16 +35,20 @@ import (
 // location lists nothing outside, and a table at a root does not list its
 // location to count them). OtherTables names the roots of other tables
 // found under the listed folders, which nothing was planned below
-// (orphanforeign.go).
+// (orphanforeign.go); ReferencedByOtherTables the other tables whose files
+// under them were kept (orphanbrought.go).
 type OrphanPlan struct {
 	OlderThan         string       `json:"older_than"`
 	Scope             string       `json:"scope"`
 	ListedRoots       []string     `json:"listed_roots"`
 	OutsideTablePaths *int         `json:"outside_table_paths,omitempty"`
 	OtherTables       []OtherTable `json:"other_tables,omitempty"`
-	Files             []OrphanFile `json:"files"`
-	TotalBytes        int64        `json:"total_bytes"`
-	SkippedLinks      *OrphanLinks `json:"skipped_links,omitempty"`
+	// ReferencedByOtherTables names the other tables whose references
+	// kept files under the listed folders (orphanbrought.go).
+	ReferencedByOtherTables []OtherReference `json:"referenced_by_other_tables,omitempty"`
+	Files                   []OrphanFile     `json:"files"`
+	TotalBytes              int64            `json:"total_bytes"`
+	SkippedLinks            *OrphanLinks     `json:"skipped_links,omitempty"`
 }
 
 // OrphanFile is one planned orphan.
@@ -163,6 +167,9 @@ type orphanPlan struct {
 	// others are the roots of other tables found under the listed folders
 	// (orphanforeign.go), nothing below which is planned.
 	others *otherSet
+	// brought are the files under the listed folders that other tables
+	// reference (orphanbrought.go).
+	brought *broughtFiles
 }
 
 // plannedOrphan is one orphan: path is the listed spelling, the one deleted.
@@ -280,7 +287,11 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 	if err != nil {
 		return nil, err
 	}
-	otherSet := newOtherSet(append(others, reg...))
+	brought, err := pl.broughtFiles(ctx, newRootSet(append(slices.Clone(roots.roots), outsideSet.roots...)))
+	if err != nil {
+		return nil, err
+	}
+	otherSet := newOtherSet(append(append(others, reg...), brought.unread...))
 
 	var inScope []plannedOrphan
 	seen := map[string]bool{}
@@ -292,6 +303,10 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 		seen[c.Full] = true
 		if o, ok := otherSet.under(c); ok {
 			o.files++
+			continue
+		}
+		if b, ok := brought.keeps(c); ok {
+			b.files++
 			continue
 		}
 		if _, ok := roots.under(c); !ok {
@@ -311,7 +326,7 @@ func (pl orphanPlanner) plan(ctx context.Context, tbl *table.Table, fsys iceio.I
 		return nil, err
 	}
 	files = links.keepLinked(files, refs, pl.canon)
-	return &orphanPlan{files: files, refs: refs, location: loc, links: links, roots: roots.roots, outside: outsideCount, others: otherSet}, nil
+	return &orphanPlan{files: files, refs: refs, location: loc, links: links, roots: roots.roots, outside: outsideCount, others: otherSet, brought: brought}, nil
 }
 
 // match returns the listed files that refs does not reference. A listed
@@ -358,6 +373,9 @@ func (p *orphanPlan) guard() error {
 	for _, o := range p.files {
 		if t, ok := p.others.under(o.canon); ok {
 			return fmt.Errorf("%w: planned orphan %s lies under %s, the root of another table", errOrphanGuard, o.path, t.raw)
+		}
+		if t, ok := p.brought.keeps(o.canon); ok {
+			return fmt.Errorf("%w: planned orphan %s is referenced by table %s", errOrphanGuard, o.path, t.table)
 		}
 		if o.canon.Full == r.current.Full {
 			return fmt.Errorf("%w: planned orphan %s is the current metadata file %s", errOrphanGuard, o.path, r.currentRaw)
@@ -467,6 +485,9 @@ func (p *orphanPlan) summary() string {
 		}
 		out += fmt.Sprintf("; %d files of %s under the table's folders, left alone", files, tables)
 	}
+	if n := p.brought.count(); n > 0 {
+		out += fmt.Sprintf("; %d files other tables reference, left alone", n)
+	}
 	return out + p.links.summary()
 }
 
@@ -482,6 +503,7 @@ func (p *orphanPlan) detail(olderThan time.Duration, scope string) *OrphanPlan {
 	for _, t := range p.others.list() {
 		d.OtherTables = append(d.OtherTables, OtherTable{Root: asLocation(t.raw, p.location), Mark: asLocation(t.mark, p.location), Why: t.why, Files: t.files})
 	}
+	d.ReferencedByOtherTables = p.brought.report()
 	for _, f := range p.files {
 		d.Files = append(d.Files, OrphanFile{Path: displayPath(f, p.location), SizeBytes: f.size})
 		d.TotalBytes += f.size

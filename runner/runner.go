@@ -166,7 +166,7 @@ func (j *jobRun) run(ctx context.Context) (chain.Report, error) {
 			return j.st.PendingDeletes(ctx, j.job.TableID)
 		},
 		FileDeleted: j.opts.FileDeleted,
-		OtherTables: j.otherTables,
+		OtherTables: func(ctx context.Context) ([]chain.Neighbour, error) { return j.otherTables(ctx, cat) },
 	}
 	if j.opts.wrapHooks != nil {
 		hooks = j.opts.wrapHooks(hooks)
@@ -184,11 +184,13 @@ func (j *jobRun) run(ctx context.Context) (chain.Report, error) {
 	return rep, err
 }
 
-// otherTables are the ledger's tables with a recorded location other than
-// this job's table: every incarnation of another name (an older
-// incarnation of this name is the table it replaced, whose files are
-// orphans now).
-func (j *jobRun) otherTables(ctx context.Context) ([]chain.Neighbour, error) {
+// otherTables are the ledger's tables with a recorded location or outside
+// folders other than this job's table: every incarnation of another name
+// (an older incarnation of this name is the table it replaced, whose files
+// are orphans now). One in this job's catalog loads through cat, and only
+// as the incarnation its row records; one in another catalog cannot be
+// loaded here (this runner holds only its job's catalog properties).
+func (j *jobRun) otherTables(ctx context.Context, cat catalog.Catalog) ([]chain.Neighbour, error) {
 	own, err := j.st.GetTable(ctx, j.job.TableID)
 	if err != nil {
 		return nil, err
@@ -202,9 +204,31 @@ func (j *jobRun) otherTables(ctx context.Context) ([]chain.Neighbour, error) {
 		if l.Catalog == own.Catalog && l.Namespace == own.Namespace && l.Name == own.Name {
 			continue
 		}
-		out = append(out, chain.Neighbour{Name: l.Catalog + "." + l.Namespace + "." + l.Name, Location: l.Location})
+		name := l.Catalog + "." + l.Namespace + "." + l.Name
+		n := chain.Neighbour{Name: name, Location: l.Location, Folders: l.OutsideFolders}
+		if l.Catalog == own.Catalog {
+			n.Load = func(ctx context.Context) (*table.Table, error) { return loadIncarnation(ctx, cat, l) }
+		}
+		out = append(out, n)
 	}
 	return out, nil
+}
+
+// loadIncarnation loads the table of row l and refuses another
+// incarnation under its name: its recorded folders are the old one's.
+func loadIncarnation(ctx context.Context, cat catalog.Catalog, l store.TableLocation) (*table.Table, error) {
+	ident, err := catalogs.ParseIdent(l.Namespace + "." + l.Name)
+	if err != nil {
+		return nil, err
+	}
+	tbl, err := catalogs.LoadTable(ctx, cat, ident)
+	if err != nil {
+		return nil, err
+	}
+	if got := tbl.Metadata().TableUUID().String(); got != l.UUID {
+		return nil, fmt.Errorf("it is now another table (table-uuid %s, the ledger records %s)", got, l.UUID)
+	}
+	return tbl, nil
 }
 
 // checkIncarnation refuses a table whose name or uuid is not the one the
@@ -257,6 +281,12 @@ func (j *jobRun) sampled(ctx context.Context, t policy.Type, when string, r samp
 		TableID: j.job.TableID, PolicyID: j.job.PolicyID, SnapshotID: r.SnapshotID, Value: value,
 	}); err != nil {
 		return err
+	}
+	// Where the table's files lie outside its location, for the orphan
+	// cleanup of the tables around it; like the location, losing it costs
+	// only that protection.
+	if err := j.st.RecordOutsideFolders(ctx, j.job.TableID, r.OutsideFolders); err != nil {
+		j.log.Warn("could not record the folders outside its location the table references", zap.Error(err))
 	}
 	if !j.beforeSet && when == chain.WhenBefore {
 		if err := j.st.SetBeforeSnapshot(ctx, j.job.ID, j.fence, r.SnapshotID); err != nil {

@@ -114,6 +114,15 @@ type Result struct {
 	// delete files (nil otherwise). Their DataFiles come from the same
 	// projected manifest read as the metrics: no column statistics.
 	Tasks []table.FileScanTask
+	// OutsideFolders are the folders, as the metadata spells them, of the
+	// files the snapshot references (its manifest list, manifests, live
+	// data and delete files) that lie outside the table's location: files
+	// brought in with add_files, a write.data.path or write.metadata.path
+	// elsewhere. Another table's orphan cleanup must not delete them when
+	// they lie under its folders. Sorted, none below another, at most
+	// MaxOutsideFolders (more are named by their parents); nil when the
+	// snapshot references nothing outside.
+	OutsideFolders []string
 }
 
 // Options tune Sample. The zero value is ready to use.
@@ -188,9 +197,14 @@ func Sample(ctx context.Context, tbl *table.Table, snapshotID int64, opts Option
 	if err != nil {
 		return Result{}, fmt.Errorf("read manifest list %s of snapshot %d: %w", snap.ManifestList, snap.SnapshotID, err)
 	}
-	t, err := tallyManifests(ctx, fs, meta, manifests, target, concurrency, opts.ScanTasks)
+	out := newOutsideFilter(meta.Location())
+	t, err := tallyManifests(ctx, fs, meta, manifests, target, concurrency, opts.ScanTasks, out)
 	if err != nil {
 		return Result{}, err
+	}
+	out.note(&t.folders, snap.ManifestList)
+	for _, mf := range manifests {
+		out.note(&t.folders, mf.FilePath())
 	}
 	t.fill(&m)
 	var manifestBytes int64
@@ -201,7 +215,7 @@ func Sample(ctx context.Context, tbl *table.Table, snapshotID int64, opts Option
 	if len(manifests) > 0 {
 		m.AvgManifestSize = float64(manifestBytes) / float64(len(manifests))
 	}
-	res := Result{SnapshotID: snap.SnapshotID, Metrics: m}
+	res := Result{SnapshotID: snap.SnapshotID, Metrics: m, OutsideFolders: outsideFolders(t.folders)}
 	if opts.ScanTasks && m.DeleteFileNumber == 0 {
 		res.Tasks = t.tasks
 	}

@@ -27,6 +27,11 @@ type tally struct {
 	partitions map[string]*int64
 	tasks      []table.FileScanTask // live data files, when collect
 	collect    bool
+	// folders maps the folder of each referenced file not under the
+	// table location's spelling to whether it lies outside the location
+	// (outsideFilter.note).
+	folders map[string]bool
+	out     *outsideFilter
 }
 
 // addSquare adds d² to the 128-bit sum of squares.
@@ -60,6 +65,12 @@ func (t *tally) merge(o *tally) {
 		}
 	}
 	t.tasks = append(t.tasks, o.tasks...)
+	for d, out := range o.folders {
+		if t.folders == nil {
+			t.folders = map[string]bool{}
+		}
+		t.folders[d] = out
+	}
 }
 
 // fill writes the file-level metrics into m.
@@ -91,7 +102,7 @@ func smallThreshold(target int64) int64 {
 
 // tallyManifests reads the live entries of every manifest, at most
 // concurrency at a time, and returns their combined tally.
-func tallyManifests(ctx context.Context, fs iceio.IO, meta table.Metadata, manifests []iceberg.ManifestFile, target int64, concurrency int, tasks bool) (*tally, error) {
+func tallyManifests(ctx context.Context, fs iceio.IO, meta table.Metadata, manifests []iceberg.ManifestFile, target int64, concurrency int, tasks bool, out *outsideFilter) (*tally, error) {
 	results := make([]tally, len(manifests))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, min(concurrency, len(manifests))))
@@ -109,6 +120,7 @@ func tallyManifests(ctx context.Context, fs iceio.IO, meta table.Metadata, manif
 		}
 		g.Go(func() error {
 			results[i].collect = tasks
+			results[i].out = out
 			if err := tallyManifest(gctx, fs, meta, mf, target, small, &results[i]); err != nil {
 				return fmt.Errorf("read manifest %s: %w", mf.FilePath(), err)
 			}
@@ -146,6 +158,7 @@ func tallyManifest(ctx context.Context, fs iceio.IO, meta table.Metadata, mf ice
 			return err
 		}
 		df := entry.DataFile()
+		t.out.note(&t.folders, df.FilePath())
 		switch df.ContentType() {
 		case iceberg.EntryContentPosDeletes:
 			t.posDeletes++

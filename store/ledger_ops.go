@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -106,18 +108,58 @@ func (s *sqlStore) RecordTableFacts(ctx context.Context, id int64, f TableFacts)
 	return nil
 }
 
-// TableLocations returns the table rows with a recorded location.
+// RecordOutsideFolders records a table row's outside folders as a JSON
+// array; a row that already records them is not written again.
+func (s *sqlStore) RecordOutsideFolders(ctx context.Context, id int64, folders []string) error {
+	if i := slices.Index(folders, ""); i >= 0 {
+		return fmt.Errorf("%w: table %d: outside folder %d is empty", ErrInvalidArgument, id, i)
+	}
+	if folders == nil {
+		folders = []string{}
+	}
+	enc, err := json.Marshal(folders)
+	if err != nil {
+		return fmt.Errorf("encode outside folders: %w", err)
+	}
+	ph := s.b.param
+	err = s.b.write(ctx, func(q dbQ) error {
+		var n int
+		if err := q.queryRow(ctx, `SELECT count(*) FROM maintained_table WHERE id = `+ph(1), id).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return notFound("table", id)
+		}
+		_, err := q.exec(ctx, `UPDATE maintained_table SET outside_folders = `+ph(2)+`
+			WHERE id = `+ph(1)+` AND (outside_folders IS NULL OR outside_folders <> `+ph(2)+`)`, id, string(enc))
+		return err
+	})
+	if err != nil {
+		return s.fail("record outside folders", err)
+	}
+	return nil
+}
+
+// TableLocations returns the table rows with a recorded location or
+// outside folders.
 func (s *sqlStore) TableLocations(ctx context.Context) ([]TableLocation, error) {
 	var out []TableLocation
 	err := s.b.read().query(ctx, func(row scanner) error {
 		var l TableLocation
-		if err := row.Scan(&l.ID, &l.Catalog, &l.Namespace, &l.Name, &l.UUID, &l.Location); err != nil {
+		var folders string
+		if err := row.Scan(&l.ID, &l.Catalog, &l.Namespace, &l.Name, &l.UUID, &l.Location, &folders); err != nil {
 			return err
+		}
+		if err := json.Unmarshal([]byte(folders), &l.OutsideFolders); err != nil {
+			return fmt.Errorf("table %d: outside_folders %q: %w", l.ID, folders, err)
+		}
+		if len(l.OutsideFolders) == 0 {
+			l.OutsideFolders = nil
 		}
 		out = append(out, l)
 		return nil
-	}, `SELECT id, catalog, namespace, name, table_uuid, location
-		FROM maintained_table WHERE location IS NOT NULL ORDER BY id`)
+	}, `SELECT id, catalog, namespace, name, table_uuid, coalesce(location, ''), coalesce(outside_folders, '[]')
+		FROM maintained_table WHERE location IS NOT NULL OR outside_folders IS NOT NULL ORDER BY id`)
 	if err != nil {
 		return nil, s.b.wrap("table locations", err)
 	}

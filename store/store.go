@@ -154,8 +154,12 @@ type TableFacts struct {
 // TableLocation is a table row and the location recorded for it.
 type TableLocation struct {
 	TableRef
-	ID       int64
+	ID int64
+	// Location is empty when only OutsideFolders were recorded.
 	Location string
+	// OutsideFolders are the folders outside Location the table
+	// references (RecordOutsideFolders); nil when none or not recorded.
+	OutsideFolders []string
 }
 
 // NewJob is what CreateJob needs to open a job row.
@@ -280,8 +284,14 @@ type Store interface {
 	// RecordTableFacts records what the table of row id says of itself now
 	// (its location, gc.enabled). ErrNotFound if the row does not exist.
 	RecordTableFacts(ctx context.Context, id int64, f TableFacts) error
-	// TableLocations returns every table row with a recorded location, in
-	// id order: what orphan cleanup leaves alone under a table's folders.
+	// RecordOutsideFolders records the folders outside its location that
+	// the table of row id references now (sampler.Result.OutsideFolders);
+	// nil or empty records "none". ErrNotFound if the row does not exist,
+	// ErrInvalidArgument for an empty folder.
+	RecordOutsideFolders(ctx context.Context, id int64, folders []string) error
+	// TableLocations returns every table row with a recorded location or
+	// outside folders, in id order: what orphan cleanup leaves alone under
+	// a table's folders.
 	TableLocations(ctx context.Context) ([]TableLocation, error)
 
 	// CreateJob opens a job row with status pending and fence 1. It returns

@@ -147,6 +147,28 @@ func exerciseTables(t *testing.T, setup func(*testing.T) *bundle) {
 		}, got)
 		require.ErrorIs(t, b.s.RecordTableFacts(b.ctx, c.ID+1000, store.TableFacts{Location: "s3://x", GCEnabled: true}), store.ErrNotFound)
 		require.ErrorIs(t, b.s.RecordTableFacts(b.ctx, a.ID, store.TableFacts{Location: "", GCEnabled: true}), store.ErrInvalidArgument)
+
+		// Outside folders: recorded, replaced, cleared; a row with only
+		// folders is listed with an empty location.
+		never, err := b.s.FindTable(b.ctx, a.Catalog, a.Namespace, "never-run")
+		require.NoError(t, err)
+		require.NoError(t, b.s.RecordOutsideFolders(b.ctx, a.ID, []string{"s3://lake/export/x", "s3://other/y"}))
+		require.NoError(t, b.s.RecordOutsideFolders(b.ctx, a.ID, []string{"s3://lake/export/x", "s3://other/y"}), "the same folders again")
+		require.NoError(t, b.s.RecordOutsideFolders(b.ctx, never.ID, []string{"/data/brought"}))
+		require.NoError(t, b.s.RecordOutsideFolders(b.ctx, c.ID, nil))
+		got, err = b.s.TableLocations(b.ctx)
+		require.NoError(t, err)
+		require.Equal(t, []store.TableLocation{
+			{TableRef: a.TableRef, ID: a.ID, Location: "s3://lake/db/a", OutsideFolders: []string{"s3://lake/export/x", "s3://other/y"}},
+			{TableRef: c.TableRef, ID: c.ID, Location: "s3://lake/db/a/data/c"},
+			{TableRef: never.TableRef, ID: never.ID, OutsideFolders: []string{"/data/brought"}},
+		}, got)
+		require.NoError(t, b.s.RecordOutsideFolders(b.ctx, a.ID, []string{}), "none any more")
+		got, err = b.s.TableLocations(b.ctx)
+		require.NoError(t, err)
+		require.Nil(t, got[0].OutsideFolders)
+		require.ErrorIs(t, b.s.RecordOutsideFolders(b.ctx, c.ID+1000, nil), store.ErrNotFound)
+		require.ErrorIs(t, b.s.RecordOutsideFolders(b.ctx, a.ID, []string{"s3://x", ""}), store.ErrInvalidArgument)
 	})
 
 	t.Run("ConcurrentRegisterReturnsOneRow", func(t *testing.T) {
