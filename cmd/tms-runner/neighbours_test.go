@@ -147,12 +147,27 @@ type nbOrphanPlan struct {
 		Root  string `json:"root"`
 		Files int    `json:"files"`
 	} `json:"other_tables"`
-	OutsideTablePaths *int `json:"outside_table_paths"`
+	OutsideTablePaths       *int `json:"outside_table_paths"`
+	ReferencedByOtherTables []struct {
+		Table   string   `json:"table"`
+		Folders []string `json:"folders"`
+		Files   int      `json:"files"`
+	} `json:"referenced_by_other_tables"`
+	Files []struct {
+		Path string `json:"path"`
+	} `json:"files"`
 }
 
-// clean runs orphan cleanup of d and returns what it removed under the
-// watched locations, the outcome, the reason and the plan.
+// clean runs orphan cleanup of d on a fresh ledger and returns what it
+// removed under the watched locations, the outcome, the reason and the plan.
 func (w nbWorld) clean(t *testing.T, d dlTable, watched ...string) (removed []string, outcome, reason string, plan nbOrphanPlan) {
+	t.Helper()
+	return w.cleanIn(t, d, "", false, watched...)
+}
+
+// cleanIn is clean on the ledger at path ("": a fresh one), or a dry run
+// with dryRun.
+func (w nbWorld) cleanIn(t *testing.T, d dlTable, ledger string, dryRun bool, watched ...string) (removed []string, outcome, reason string, plan nbOrphanPlan) {
 	t.Helper()
 	before := map[string]bool{}
 	for _, l := range watched {
@@ -161,10 +176,16 @@ func (w nbWorld) clean(t *testing.T, d dlTable, watched ...string) (removed []st
 		}
 	}
 	dir := t.TempDir()
+	if ledger == "" {
+		ledger = filepath.Join(dir, "replay.db")
+	}
 	file := filepath.Join(dir, "orphan-cleanup.json")
 	require.NoError(t, os.WriteFile(file, []byte(`{"type": "orphan-cleanup", "content": {"older-than": "1h"}}`), 0o600))
-	r := execRunner(t, d.env, append([]string{"replay", "--table", d.name, "--types", "orphan-cleanup",
-		"--ledger", "sqlite://" + filepath.Join(dir, "replay.db"), "--json", "--policy", file}, d.args...)...)
+	args := []string{"replay", "--table", d.name, "--types", "orphan-cleanup", "--ledger", "sqlite://" + ledger, "--json", "--policy", file}
+	if dryRun {
+		args = append(args, "--dry-run")
+	}
+	r := execRunner(t, d.env, append(args, d.args...)...)
 	require.Equal(t, cli.ExitOK, r.code, "%s\n%s", r.stdout, r.stderr)
 	var got struct {
 		Types []struct {
@@ -214,6 +235,27 @@ func (n neighbours) check(t *testing.T) {
 		requireCurrentFilesExist(t, tbl, d.name+" after orphan cleanup")
 		requireRows(t, n.rows[i], tbl, d.name+" after orphan cleanup")
 	}
+}
+
+// dlCurrentFile is a data file of the table's current snapshot.
+func dlCurrentFile(t *testing.T, tbl *table.Table) string {
+	t.Helper()
+	data, _ := dlLiveFiles(t, tbl)
+	require.NotEmpty(t, data)
+	return data[0].FilePath()
+}
+
+// readLocation reads a file through the table's own FileIO.
+func readLocation(t *testing.T, tbl *table.Table, loc string) []byte {
+	t.Helper()
+	fs, err := tbl.FS(t.Context())
+	require.NoError(t, err)
+	f, err := fs.Open(loc)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, f.Close()) }()
+	body, err := io.ReadAll(f)
+	require.NoError(t, err)
+	return body
 }
 
 func sorted(s ...string) []string {
@@ -302,6 +344,54 @@ func nbScenarios(t *testing.T, w nbWorld) {
 		require.Equal(t, "done", outcome, reason)
 		require.Equal(t, planted, removed)
 		require.Contains(t, reason, "2 files under the location outside the table's paths, left alone")
+		n.check(t)
+	})
+
+	// A table that registered a file under another table's data folder
+	// (add_files of an export that happened to be written there): that
+	// file is not an orphan of the host. Protection comes from the ledger:
+	// a runner that sampled the guest recorded where its files lie outside
+	// its location, and the host's cleanup loads the guest and keeps what
+	// it references.
+	t.Run("add-files-under-data-folder", func(t *testing.T) {
+		host := w.create(t, "host", "", nil)
+		loc := host.load(t).Location()
+		guest := w.create(t, "guest", "", nil)
+		imported := loc + "/data/imported/part-00000-export.parquet"
+		tbl := guest.load(t)
+		w.put(t, imported, readLocation(t, tbl, dlCurrentFile(t, tbl)))
+		txn := tbl.NewTransaction()
+		require.NoError(t, txn.AddFiles(t.Context(), []string{imported}, nil, false))
+		_, err := txn.Commit(t.Context())
+		require.NoError(t, err)
+		n := watch(t, host, guest)
+		require.Len(t, n.rows[1], 80, "the guest's own rows and the imported copy")
+		w.age(t, loc)
+
+		// Without the ledger's record of the guest, the imported file is
+		// the host's orphan: what this scenario guards against.
+		removed, outcome, reason, plan := w.cleanIn(t, host, "", true, loc)
+		require.Equal(t, "skipped", outcome, "a dry run: %s", reason)
+		require.Empty(t, removed, "a dry run deletes nothing")
+		require.True(t, slices.ContainsFunc(plan.Files, func(f struct {
+			Path string `json:"path"`
+		}) bool {
+			return f.Path == imported
+		}), "a ledger that never sampled the guest plans its file: %+v", plan.Files)
+
+		ledger := filepath.Join(t.TempDir(), "ledger.db")
+		_, outcome, reason, _ = w.cleanIn(t, guest, ledger, true, loc)
+		require.Equal(t, "skipped", outcome, "a dry run: %s", reason)
+		planted := sorted(w.plant(t, loc+"/data", 9, false), w.plant(t, loc+"/metadata", 10, true))
+		w.age(t, loc)
+		removed, outcome, reason, plan = w.cleanIn(t, host, ledger, false, loc)
+		require.Equal(t, "done", outcome, reason)
+		require.Equal(t, planted, removed, "only the host's orphans are deleted")
+		require.Contains(t, reason, "1 files other tables reference, left alone")
+		require.Len(t, plan.ReferencedByOtherTables, 1, reason)
+		require.True(t, strings.HasSuffix(plan.ReferencedByOtherTables[0].Table, ".ns.guest"), plan.ReferencedByOtherTables[0].Table)
+		require.Equal(t, []string{loc + "/data/imported"}, plan.ReferencedByOtherTables[0].Folders)
+		require.Equal(t, 1, plan.ReferencedByOtherTables[0].Files)
 		n.check(t)
 	})
 
