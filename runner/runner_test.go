@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
@@ -304,4 +306,47 @@ func TestOrphanCleanupLeavesRegisteredTables(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, locs, store.TableLocation{TableRef: b.row.TableRef, ID: b.row.ID, Location: "file://" + filepath.Dir(dataDir)},
 		"the runner recorded the table's location")
+}
+
+// TestOrphanCleanupKeepsFolderOfAnotherIncarnation: the ledger records that
+// table tms.guest references files in a folder under this table's data
+// folder, but the table now under that name is another incarnation (it was
+// dropped and created again). The runner does not read the new table's
+// references as the old one's: the folder is kept whole, and the detail
+// says why.
+func TestOrphanCleanupKeepsFolderOfAnotherIncarnation(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "tms.orphans")
+	ident, _ := catalogs.ParseIdent(b.name)
+	folder := filepath.Join(b.dir, "warehouse", ident[0]+".db", ident[1], "data", "imported")
+	imported := filepath.Join(folder, "part-00000-export.parquet")
+	require.NoError(t, os.MkdirAll(folder, 0o755))
+	require.NoError(t, os.WriteFile(imported, []byte("PAR1 the old guest's PAR1"), 0o644))
+	old := time.Now().Add(-testdata.OrphanAge)
+	require.NoError(t, os.Chtimes(imported, old, old))
+
+	cat, err := catalogs.OpenLocal(b.ctx, b.dir, false)
+	require.NoError(t, err)
+	defer closeCatalog(cat)
+	_, err = cat.CreateTable(b.ctx, table.Identifier{"tms", "guest"},
+		iceberg.NewSchema(0, iceberg.NestedField{ID: 1, Name: "id", Type: iceberg.PrimitiveTypes.Int64, Required: true}))
+	require.NoError(t, err)
+	guest, err := b.st.RegisterTable(b.ctx, store.TableRef{Catalog: catalogs.LocalName, Namespace: "tms", Name: "guest", UUID: "uuid-of-the-dropped-guest"})
+	require.NoError(t, err)
+	require.NoError(t, b.st.RecordOutsideFolders(b.ctx, guest.ID, []string{"file://" + folder}))
+	before := b.load(t)
+
+	j := b.job(t, 1, policy.OrphanCleanup)
+	rep, err := RunJob(b.ctx, b.st, j.ID, j.Fence, Options{Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	require.Len(t, rep.Types, 1)
+	require.Equal(t, chain.Done, rep.Types[0].Outcome, "%s %s", rep.Types[0].Reason, rep.Types[0].Err)
+	require.FileExists(t, imported)
+	d := rep.Types[0].Detail.(*chain.OrphanPlan)
+	require.Empty(t, d.ReferencedByOtherTables)
+	require.Len(t, d.OtherTables, 1)
+	require.Equal(t, "file://"+folder, d.OtherTables[0].Root)
+	require.Contains(t, d.OtherTables[0].Why, "table local.tms.guest references files here and could not be read: it is now another table")
+	require.NotEmpty(t, d.Files, "the table's own planted orphans are deleted")
+	require.Equal(t, before.sum, b.load(t).sum)
 }
