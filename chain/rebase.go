@@ -205,6 +205,7 @@ func (s *stepState) commitRewrite(ctx context.Context, in inputs, check func() e
 	s0 := s.tbl.Metadata()
 	cur := s.tbl
 	var rebases []Rebase
+	var attempts []staged
 	for attempt := 0; ; attempt++ {
 		if err := check(); err != nil {
 			return nil, rebases, err
@@ -212,6 +213,11 @@ func (s *stepState) commitRewrite(ctx context.Context, in inputs, check func() e
 		fresh, err := s.fenceAndLoad(ctx)
 		if err != nil {
 			return nil, rebases, err
+		}
+		if landedIn(fresh, attempts) {
+			// An earlier attempt whose answer was lost landed late.
+			s.lostAnswers++
+			return fresh, rebases, nil
 		}
 		if fresh.MetadataLocation() != cur.MetadataLocation() {
 			since, err := classifySince(fs, s.base, s0, fresh, in)
@@ -231,18 +237,28 @@ func (s *stepState) commitRewrite(ctx context.Context, in inputs, check func() e
 		if err := build(txn); err != nil {
 			return nil, rebases, err
 		}
+		a, err := stage(cur, txn)
+		if err != nil {
+			return nil, rebases, fmt.Errorf("stage rewrite: %w", err)
+		}
+		attempts = append(attempts, a)
 		tbl, err := txn.Commit(ctx)
 		if err == nil {
 			return tbl, rebases, nil
 		}
-		if !isConflict(err) || attempt >= maxRebases {
-			if isConflict(err) {
+		after, landed, retry := s.afterFailedCommit(ctx, err, attempts)
+		if landed {
+			return after, rebases, nil
+		}
+		if !(isConflict(err) || retry) || attempt >= maxRebases {
+			if isConflict(err) || retry {
 				err = fmt.Errorf("commit rewrite after %d rebases: %w", len(rebases), err)
 			}
 			return nil, rebases, fmt.Errorf("commit rewrite: %w", err)
 		}
-		// Lost a race with a commit that landed after our load: classify
-		// it and try again on the new head.
+		// Lost a race with a commit that landed after our load, or the
+		// catalog did not apply the commit: classify what landed and try
+		// again on the new head.
 	}
 }
 
@@ -274,6 +290,7 @@ func newSince(since []InterveningSnapshot, earlier []Rebase) []InterveningSnapsh
 func (s *stepState) commitReplanned(ctx context.Context, plan func(cur *table.Table) (*table.Transaction, error)) (*table.Table, []Rebase, error) {
 	cur := s.tbl
 	var rebases []Rebase
+	var attempts []staged
 	for attempt := 0; ; attempt++ {
 		txn, err := plan(cur)
 		if err != nil {
@@ -282,6 +299,11 @@ func (s *stepState) commitReplanned(ctx context.Context, plan func(cur *table.Ta
 		fresh, err := s.fenceAndLoad(ctx)
 		if err != nil {
 			return nil, rebases, err
+		}
+		if landedIn(fresh, attempts) {
+			// An earlier attempt whose answer was lost landed late.
+			s.lostAnswers++
+			return fresh, rebases, nil
 		}
 		if moved, err := s.headMoved(cur, fresh, &rebases); err != nil {
 			return nil, rebases, err
@@ -292,17 +314,29 @@ func (s *stepState) commitReplanned(ctx context.Context, plan func(cur *table.Ta
 			cur = recordingTable(fresh, s.r.cat, s.rec)
 			continue
 		}
+		a, err := stage(cur, txn)
+		if err != nil {
+			return nil, rebases, fmt.Errorf("stage commit: %w", err)
+		}
+		attempts = append(attempts, a)
 		tbl, err := txn.Commit(ctx)
 		if err == nil {
 			return tbl, rebases, nil
 		}
-		if !isConflict(err) || attempt >= maxRebases {
+		after, landed, retry := s.afterFailedCommit(ctx, err, attempts)
+		if landed {
+			return after, rebases, nil
+		}
+		if !(isConflict(err) || retry) || attempt >= maxRebases {
 			return nil, rebases, fmt.Errorf("commit: %w", err)
 		}
-		// Lost a race with a commit that landed after our check: plan
-		// again on the head it made.
-		if fresh, err = catalogs.LoadTable(ctx, s.r.cat, s.r.ident); err != nil {
-			return nil, rebases, fmt.Errorf("load table after a lost commit race: %w", err)
+		// Lost a race with a commit that landed after our check, or the
+		// catalog did not apply the commit: plan again on the head the
+		// table has now.
+		if fresh = after; fresh == nil {
+			if fresh, err = catalogs.LoadTable(ctx, s.r.cat, s.r.ident); err != nil {
+				return nil, rebases, fmt.Errorf("load table after a lost commit race: %w", err)
+			}
 		}
 		if _, err := s.headMoved(cur, fresh, &rebases); err != nil {
 			return nil, rebases, err

@@ -70,6 +70,10 @@ type stepState struct {
 	rec  *recorder
 	// commits counts the commits of this type that landed.
 	commits int
+	// lostAnswers counts the commits that returned an error and that the
+	// reloaded table showed had landed; retriedCommits those made again
+	// because the catalog had not applied them (see lostanswer.go).
+	lostAnswers, retriedCommits int
 	// s0Snapshots are the snapshot ids in the metadata at S0.
 	s0Snapshots map[int64]bool
 	// s0Recorded reports Hooks.Sampled was called with S0 (recordS0).
@@ -226,6 +230,7 @@ func (r *runner) runStep(ctx context.Context, st Step) (tr TypeReport, stop erro
 		} else if removed > 0 {
 			tr.Reason += fmt.Sprintf("; removed %d unreferenced files left by commit retries", removed)
 		}
+		tr.Reason += s.lostAnswerText()
 	case errors.As(err, new(skip)):
 		tr.Outcome, tr.Reason = Skipped, err.Error()
 		if removed, cerr := s.cleanup(context.WithoutCancel(ctx)); cerr != nil || removed > 0 {
