@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,12 +33,34 @@ func TestDrainExactlyOnce(t *testing.T) {
 			t.Parallel()
 			b := coordtest.Setup(t, tc.backend)
 			b.ScheduleN("drain", tc.tasks)
+			// Every execution waits until each node has claimed one, so
+			// that a node started first cannot drain everything before the
+			// last one polls (on a loaded machine it did, on SQLite).
+			kind := coordtest.RecordKind("drain", "")
+			record := kind.Handler
+			var mu sync.Mutex
+			joined, all := map[string]bool{}, make(chan struct{})
+			kind.Handler = func(ctx context.Context, x *scheduler.Execution) error {
+				mu.Lock()
+				if !joined[x.Node()] {
+					if joined[x.Node()] = true; len(joined) == tc.nodes {
+						close(all)
+					}
+				}
+				mu.Unlock()
+				select {
+				case <-all:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				return record(ctx, x)
+			}
 			nodes := make([]*coordtest.Node, tc.nodes)
 			for i := range nodes {
 				nodes[i] = b.Start(scheduler.Config{
 					NodeID: fmt.Sprint("node-", i), Pools: map[string]int{"drain": tc.threads},
 					PollInterval: 50 * time.Millisecond,
-				}, coordtest.RecordKind("drain", ""))
+				}, kind)
 			}
 			coordtest.Eventually(t, 3*time.Minute, "every task to complete", func() bool {
 				var done int64
