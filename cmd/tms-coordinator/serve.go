@@ -184,7 +184,7 @@ func runServe(ctx context.Context, env cli.Env) error {
 		return cli.UsageError{Err: err}
 	}
 	rec.WatchNodes(eng)
-	if err := api.build(st, sub, eng, fl, ff.commitDelay, env.Log); err != nil {
+	if err := api.build(st, sub, eng, fl, env.Log); err != nil {
 		_ = api.serve(ctx)
 		return err
 	}
@@ -293,7 +293,7 @@ func runEnqueueCommit(ctx context.Context, env cli.Env) error {
 	if err != nil {
 		return err
 	}
-	if _, err := sch.UpsertTask(ctx, store.NewTask{TaskKey: flow.CommitJobKey(row.ID), ExecutionTime: time.Now().Add(max(0, ff.commitDelay))}, time.Now()); err != nil {
+	if _, _, err := flow.UpsertCommitJob(ctx, sch, row.ID, time.Now(), flow.ResolveCommitDelay(ff.commitDelay)); err != nil {
 		return classify(err)
 	}
 	_, err = fmt.Fprintf(env.Stdout, "commit-job for %s (table %d) enqueued\n", name, row.ID)

@@ -88,9 +88,7 @@ func (a *httpAPI) observe(cfg *scheduler.Config) {
 }
 
 // build creates the server over the running parts.
-func (a *httpAPI) build(st store.Store, sub submit.Submitter, eng *scheduler.Engine, fl *flow.Flow,
-	commitDelay time.Duration, log *zap.Logger,
-) error {
+func (a *httpAPI) build(st store.Store, sub submit.Submitter, eng *scheduler.Engine, fl *flow.Flow, log *zap.Logger) error {
 	a.metrics.AttachEngine(eng.Stats)
 	a.metrics.AttachFlow(fl.Stats)
 	a.metrics.AttachWatchdog(eng.Healthy)
@@ -114,7 +112,7 @@ func (a *httpAPI) build(st store.Store, sub submit.Submitter, eng *scheduler.Eng
 	}
 	a.srv, err = httpapi.New(httpapi.Config{
 		Listen: a.ln.Addr().String(), Store: st, Metrics: a.metrics, Resources: res, UI: ui.Handler(), Log: log.Named("http"),
-		AdminToken: a.tokens[0], ReadToken: a.tokens[1], CommitToken: a.tokens[2], CommitDelay: commitDelay,
+		AdminToken: a.tokens[0], ReadToken: a.tokens[1], CommitToken: a.tokens[2], CommitDelay: fl.CommitDelay(),
 		Ready:          func(context.Context) error { return eng.Healthy() },
 		OnCommitJobDue: func(at time.Time) { eng.WakeAt(flow.KindCommitJob, at) },
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -28,12 +29,55 @@ func (f *Flow) EnqueueCommit(ctx context.Context, eng *scheduler.Engine, tableID
 // this node's commit pool when the row falls due after the commit delay
 // instead of at its next poll.
 func (f *Flow) UpsertCommit(ctx context.Context, eng *scheduler.Engine, tableID int64) (created bool, err error) {
-	at := eng.Clock().Now().Add(max(0, f.cfg.CommitDelay))
-	created, err = eng.Upsert(ctx, store.NewTask{TaskKey: CommitJobKey(tableID), ExecutionTime: at})
+	created, due, err := UpsertCommitJob(ctx, engineUpserter{eng}, tableID, eng.Clock().Now(), f.cfg.CommitDelay)
 	if err == nil && f.cfg.CommitDelay > 0 {
-		eng.WakeAt(KindCommitJob, at)
+		eng.WakeAt(KindCommitJob, due)
 	}
 	return created, err
+}
+
+// CommitDelay is the flow's commit delay, how long a commit-job waits for
+// more commits to its table, spelled as FlowConfig.CommitDelay (negative:
+// none), for the other ways in that take it (httpapi.Config).
+func (f *Flow) CommitDelay() time.Duration {
+	if f.cfg.CommitDelay == 0 {
+		return -1
+	}
+	return f.cfg.CommitDelay
+}
+
+// ResolveCommitDelay is the delay a configured commit delay means: 0 is
+// DefaultCommitDelay, a negative one none.
+func ResolveCommitDelay(configured time.Duration) time.Duration {
+	if configured == 0 {
+		return DefaultCommitDelay
+	}
+	return max(0, configured)
+}
+
+// TaskUpserter upserts a task row: a store.Scheduler, or the TxWriter of
+// a transaction that records something with it (the webhook's events).
+type TaskUpserter interface {
+	UpsertTask(ctx context.Context, t store.NewTask, now time.Time) (created bool, err error)
+}
+
+// UpsertCommitJob is how a commit becomes a commit-job, whichever way it
+// was heard of (the webhook, the catalog watcher, NOTIFY, enqueue-commit):
+// it upserts the table's commit-job row through up, due delay after now,
+// so that a burst of commits coalesces into the pending row. It returns
+// whether it made a new row and when the row is due.
+func UpsertCommitJob(ctx context.Context, up TaskUpserter, tableID int64, now time.Time, delay time.Duration) (created bool, due time.Time, err error) {
+	due = now.Add(max(0, delay))
+	created, err = up.UpsertTask(ctx, store.NewTask{TaskKey: CommitJobKey(tableID), ExecutionTime: due}, now)
+	return created, due, err
+}
+
+// engineUpserter upserts through an engine, which wakes its pool when the
+// row is due at once; the engine's clock is now.
+type engineUpserter struct{ eng *scheduler.Engine }
+
+func (u engineUpserter) UpsertTask(ctx context.Context, t store.NewTask, _ time.Time) (bool, error) {
+	return u.eng.Upsert(ctx, t)
 }
 
 // commitJob runs the table's onCommit types as one chain.

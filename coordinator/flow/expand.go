@@ -27,28 +27,6 @@ type expandState struct {
 	Cursor int64 `json:"cursor,omitempty"`
 }
 
-// SyncKey and ReconcileKey are the singleton rows of the sync and
-// reconcile kinds; every serve node inserts them if missing.
-var (
-	SyncKey      = store.TaskKey{Name: KindSync, Instance: "singleton"}
-	ReconcileKey = store.TaskKey{Name: KindReconcile, Instance: "singleton"}
-)
-
-// ExpandKey is the policy-expand row of a policy.
-func ExpandKey(policyID int64) store.TaskKey {
-	return store.TaskKey{Name: KindPolicyExpand, Instance: strconv.FormatInt(policyID, 10)}
-}
-
-// CronJobKey is the cron-job row of a (table, policy).
-func CronJobKey(tableID, policyID int64) store.TaskKey {
-	return store.TaskKey{Name: KindCronJob, Instance: fmt.Sprintf("table:%d:%d", tableID, policyID)}
-}
-
-// CommitJobKey is the commit-job row of a table.
-func CommitJobKey(tableID int64) store.TaskKey {
-	return store.TaskKey{Name: KindCommitJob, Instance: strconv.FormatInt(tableID, 10)}
-}
-
 // SyncPolicyTask makes the policy-expand row of p match p: an enabled live
 // policy with a crontab has one, due at its next instant (moved when the
 // crontab or time zone changed); any other policy has none. The policy

@@ -21,15 +21,6 @@ import (
 	"github.com/tms-dev/tms/store"
 )
 
-// The task kinds of the maintenance flow (DESIGN.md, Scheduling).
-const (
-	KindPolicyExpand = "policy-expand"
-	KindCronJob      = "cron-job"
-	KindCommitJob    = "commit-job"
-	KindReconcile    = "reconcile"
-	KindSync         = "sync"
-)
-
 // Flow defaults.
 const (
 	DefaultEnqueueBatchSize = 100
@@ -123,7 +114,7 @@ func NewFlow(st store.Store, sub submit.Submitter, cfg FlowConfig) (*Flow, error
 	if cfg.EnqueueBatchSize < 1 {
 		return nil, fmt.Errorf("%w: expand.enqueueBatchSize must be positive, got %d", store.ErrInvalidArgument, cfg.EnqueueBatchSize)
 	}
-	cfg.CommitDelay = cmp.Or(cfg.CommitDelay, DefaultCommitDelay)
+	cfg.CommitDelay = ResolveCommitDelay(cfg.CommitDelay)
 	cfg.BusyRecheck = cmp.Or(cfg.BusyRecheck, DefaultBusyRecheck)
 	if cfg.BusyRecheck < 0 {
 		return nil, fmt.Errorf("%w: flow: the busy recheck must not be negative, got %s", store.ErrInvalidArgument, cfg.BusyRecheck)

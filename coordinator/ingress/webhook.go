@@ -110,9 +110,7 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.CommitDelay == 0 {
-		cfg.CommitDelay = flow.DefaultCommitDelay
-	}
+	cfg.CommitDelay = flow.ResolveCommitDelay(cfg.CommitDelay)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

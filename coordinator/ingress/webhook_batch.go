@@ -108,7 +108,7 @@ func (b *batcher) commit(batch []*ingestRequest) error {
 		}
 	}
 	now := b.now()
-	due := now.Add(max(0, b.delay))
+	var due time.Time
 	status := make([]string, len(items))
 	upserted := false
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
@@ -144,14 +144,14 @@ func (b *batcher) commit(batch []*ingestRequest) error {
 			if j > 0 && fresh[j-1].ev.TableID == it.ev.TableID {
 				continue
 			}
-			created, err := tx.UpsertTask(ctx, store.NewTask{TaskKey: flow.CommitJobKey(it.ev.TableID), ExecutionTime: due}, now)
+			created, at, err := flow.UpsertCommitJob(ctx, tx, it.ev.TableID, now, b.delay)
 			if err != nil {
 				return err
 			}
 			if created {
 				status[it.seq] = StatusEnqueued
 			}
-			upserted = true
+			due, upserted = at, true
 		}
 		return nil
 	})
