@@ -54,6 +54,10 @@ var (
 	// (finished_at IS NULL), so no second one may be created. Losing that
 	// race is an ordinary outcome: the caller defers its job.
 	ErrInFlight = errors.New("job in flight")
+	// ErrNotInFlight is CloseJob's answer for a row that was already
+	// finished: nothing was written. It is an ErrStaleFence (a finished
+	// row accepts no fenced write).
+	ErrNotInFlight = fmt.Errorf("%w: the job row is no longer in flight", ErrStaleFence)
 	// ErrInvalidArgument means the caller passed a value the store refuses
 	// (an empty name, a non-object metrics value, an unknown URL scheme …).
 	ErrInvalidArgument = errors.New("invalid argument")
@@ -340,6 +344,14 @@ type Store interface {
 	// finished row (harmless: finished rows reject fenced writes anyway).
 	// ErrNotFound if there is no row.
 	BumpFence(ctx context.Context, id int64) (newFence int64, err error)
+	// CloseJob fences the row out and finishes it with f, in one
+	// transaction: the fence is bumped (its runner, queued or running, is
+	// fenced out at its next write) and the row closed as FinishJob closes
+	// it. It returns the closed row. A row already finished is left as it
+	// is and returned with ErrNotInFlight; ErrNotFound if there is none.
+	// The reconciler, the API, the CLI and the console close rows this
+	// way (admin.CloseJob).
+	CloseJob(ctx context.Context, id int64, f Finish) (Job, error)
 	// ListJobs returns up to limit job rows of a table, newest first (by id).
 	// limit must be positive. An unknown table has no rows: empty, no error.
 	ListJobs(ctx context.Context, tableID int64, limit int) ([]Job, error)

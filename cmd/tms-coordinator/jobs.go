@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/coordinator/admin"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/store"
 )
@@ -412,28 +413,17 @@ func jobsCancel(ctx context.Context, env cli.Env) error {
 		return err
 	}
 	defer st.Close()
-	if !j.InFlight() {
-		return cli.Usagef("job %d already finished: status %s at %s; nothing to cancel", j.ID, j.Status, j.FinishedAt.Format(time.RFC3339))
-	}
-	fence, err := st.BumpFence(ctx, id)
-	if err != nil {
-		return err
-	}
-	reason := "cancelled from the command line (tms-coordinator jobs cancel); its runner, queued or running, is fenced out"
-	err = st.FinishJob(ctx, id, fence, store.Finish{Status: store.StatusCancelled, Error: reason})
-	if errors.Is(err, store.ErrStaleFence) {
-		cur, gerr := st.GetJob(ctx, id)
-		if gerr == nil && !cur.InFlight() {
-			return cli.Usagef("job %d finished meanwhile: status %s; nothing to cancel", id, cur.Status)
-		}
+	// The command line has no submitter: the row is fenced out and
+	// closed, and its runner, queued or running, stops at its next write.
+	res, err := admin.CancelJob(ctx, st, nil, j.ID, "from the command line (tms-coordinator jobs cancel)", time.Now())
+	var nf *admin.NotInFlightError
+	if errors.As(err, &nf) {
+		return cli.Usagef("%s", nf.Error())
 	}
 	if err != nil {
 		return err
 	}
-	j, err = st.GetJob(ctx, id)
-	if err != nil {
-		return err
-	}
+	j = res.Job
 	l := lineOf(j, (&tableNames{st: st}).of(ctx, j.TableID))
 	if c.asJSON {
 		return c.printJSON(l)

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -106,7 +104,7 @@ func (a *httpAPI) build(st store.Store, sub submit.Submitter, eng *scheduler.Eng
 	}
 	ui, err := console.New(console.Config{Store: st, AdminToken: a.tokens[0], ReadToken: a.tokens[1], Log: log.Named("ui"), Plan: fl.Plan,
 		LocalLogPath: localLogPath(sub), NodeID: eng.NodeID(), Watchdog: eng.Healthy,
-		Cancel: apiCancel(res), DeadNodeAfter: eng.DeadNodeAfter()})
+		Cancel: consoleCancel(st, sub), DeadNodeAfter: eng.DeadNodeAfter()})
 	if err != nil {
 		return err
 	}
@@ -119,29 +117,21 @@ func (a *httpAPI) build(st store.Store, sub submit.Submitter, eng *scheduler.Eng
 	return err
 }
 
-// apiCancel is the console's cancel: POST /v1/jobs/{id}/cancel served by
-// the resources in process (the console checked the admin token and its
-// CSRF guard), so a job is cancelled one way whichever door is used.
-func apiCancel(res http.Handler) func(ctx context.Context, id int64) (string, error) {
+// consoleCancel is the console's cancel: admin.CancelJob, as the API
+// cancels, with its outcome as a message for the operator.
+func consoleCancel(st store.Store, sub submit.Submitter) func(ctx context.Context, id int64) (string, error) {
 	return func(ctx context.Context, id int64) (string, error) {
-		r := httptest.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("/v1/jobs/%d/cancel", id), nil)
-		w := httptest.NewRecorder()
-		res.ServeHTTP(w, r)
-		var out struct {
-			Cancel string `json:"cancel"`
-			Error  string `json:"error"`
-		}
-		_ = json.Unmarshal(w.Body.Bytes(), &out)
+		res, err := admin.CancelJob(ctx, st, sub, id, "from the console", time.Now())
+		var nf *admin.NotInFlightError
 		switch {
-		case w.Code == http.StatusOK || w.Code == http.StatusAccepted:
-			if out.Cancel == "closed" {
-				return fmt.Sprintf("job %d cancelled: its row is closed", id), nil
-			}
-			return fmt.Sprintf("job %d: the submitter was asked to stop it; its runner closes the row", id), nil
-		case w.Code < 500:
-			return fmt.Sprintf("job %d not cancelled: %s", id, out.Error), nil
+		case errors.As(err, &nf):
+			return fmt.Sprintf("job %d not cancelled: %s", id, nf.Error()), nil
+		case err != nil:
+			return "", fmt.Errorf("cancel job %d: %w", id, err)
+		case res.Closed:
+			return fmt.Sprintf("job %d cancelled: its row is closed", id), nil
 		}
-		return "", fmt.Errorf("cancel job %d: HTTP %d: %s", id, w.Code, out.Error)
+		return fmt.Sprintf("job %d: the submitter was asked to stop it; its runner closes the row", id), nil
 	}
 }
 

@@ -1,6 +1,7 @@
-// Package admin holds the operator's actions on policies and attachments
-// that the CLI and the HTTP API share (PolicyOps: create, alter, enable,
-// delete, attach, detach, effective policies), with their validation, the
+// Package admin holds the operator's actions that the CLI, the HTTP API
+// and the console share: on policies and attachments (PolicyOps: create,
+// alter, enable, delete, attach, detach, effective policies) and on job
+// rows (CancelJob, over store.CloseJob), with their validation, the
 // check that an attachment's catalog is configured on a live node, and the
 // JSON documents both print.
 //

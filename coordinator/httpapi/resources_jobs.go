@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/tms-dev/tms/coordinator/submit"
+	"github.com/tms-dev/tms/coordinator/admin"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -194,36 +194,25 @@ func (rs *resources) cancelJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	j, err := rs.st.GetJob(ctx, id)
-	if err != nil {
+	res, err := admin.CancelJob(ctx, rs.st, rs.sub, id, "over the HTTP API", rs.now())
+	var nf *admin.NotInFlightError
+	var se *admin.SubmitterError
+	switch {
+	case errors.As(err, &nf):
+		rs.fail(w, r, &httpError{code: http.StatusConflict, msg: nf.Error()})
+		return
+	case errors.As(err, &se):
+		rs.log.Warn("cancel failed", zap.Int64("job", id), zap.String("external_job_id", se.JobID), zap.Error(se.Err))
+		rs.fail(w, r, &httpError{code: http.StatusBadGateway, msg: se.Error()})
+		return
+	case err != nil:
 		rs.fail(w, r, err)
 		return
 	}
-	if !j.InFlight() {
-		rs.fail(w, r, alreadyFinished(j))
-		return
-	}
+	j := res.Job
 	code, how := http.StatusAccepted, "requested"
-	reason := "cancelled over the HTTP API before it was submitted"
-	if j.JobID != "" {
-		err = rs.sub.Cancel(ctx, j.JobID)
-		if errors.Is(err, submit.ErrUnknownJob) {
-			reason = fmt.Sprintf("cancelled over the HTTP API; this coordinator's submitter does not know job %s, so the row was fenced out", j.JobID)
-			err = nil
-		} else if err != nil {
-			rs.log.Warn("cancel failed", zap.Int64("job", j.ID), zap.String("external_job_id", j.JobID), zap.Error(err))
-			rs.fail(w, r, &httpError{code: http.StatusBadGateway, msg: fmt.Sprintf("the submitter could not cancel job %s: %v", j.JobID, err)})
-			return
-		} else {
-			reason = rs.endedReason(ctx, j)
-		}
-	}
-	if reason != "" {
+	if res.Closed {
 		code, how = http.StatusOK, "closed"
-		if err := rs.closeCancelled(ctx, j.ID, reason); err != nil {
-			rs.fail(w, r, err)
-			return
-		}
 	}
 	rs.log.Info("job cancelled over the HTTP API", zap.Int64("job", j.ID), zap.String("external_job_id", j.JobID), zap.String("cancel", how))
 	d, err := rs.jobDetail(ctx, j.ID)
@@ -232,46 +221,4 @@ func (rs *resources) cancelJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, code, cancelResult{Cancel: how, Job: d})
-}
-
-// endedReason says why to close row j after its submitter accepted the
-// cancel, or "" to leave the row to its runner: a job the submitter now
-// reports ended whose row is still open never had a runner to close it (a
-// queued job removed from the queue) or lost it, so the row is closed here
-// at once instead of at the next reconcile.
-func (rs *resources) endedReason(ctx context.Context, j store.Job) string {
-	st, err := rs.sub.Status(ctx, j.JobID)
-	if err != nil || !st.State.Terminal() {
-		return ""
-	}
-	if cur, err := rs.st.GetJob(ctx, j.ID); err != nil || !cur.InFlight() {
-		return "" // the runner closed it (or it is gone): nothing to do
-	}
-	if st.StartedAt.IsZero() {
-		return fmt.Sprintf("cancelled over the HTTP API before its runner started (job %s was queued)", j.JobID)
-	}
-	return fmt.Sprintf("cancelled over the HTTP API; job %s ended without closing its row: %s", j.JobID, st.Message)
-}
-
-// closeCancelled fences the row out and finishes it cancelled, like the
-// reconciler closes rows; a row finished meanwhile is a 409.
-func (rs *resources) closeCancelled(ctx context.Context, id int64, reason string) error {
-	fence, err := rs.st.BumpFence(ctx, id)
-	if err != nil {
-		return err
-	}
-	err = rs.st.FinishJob(ctx, id, fence, store.Finish{Status: store.StatusCancelled, Error: reason, At: rs.now()})
-	if errors.Is(err, store.ErrStaleFence) {
-		j, gerr := rs.st.GetJob(ctx, id)
-		if gerr != nil {
-			return gerr
-		}
-		return alreadyFinished(j)
-	}
-	return err
-}
-
-func alreadyFinished(j store.Job) error {
-	return &httpError{code: http.StatusConflict, msg: fmt.Sprintf("job %d already finished: status %s at %s; nothing to cancel",
-		j.ID, j.Status, j.FinishedAt.Format("2006-01-02T15:04:05Z07:00"))}
 }

@@ -273,13 +273,9 @@ func (r *Reconciler) close(ctx context.Context, id int64, status store.JobStatus
 	if !j.InFlight() {
 		return false, nil
 	}
-	fence, err := r.st.BumpFence(ctx, id)
-	if err != nil {
-		return false, err
-	}
-	err = r.st.FinishJob(ctx, id, fence, store.Finish{Status: status, Error: reason, At: r.cfg.Clock.Now()})
-	if errors.Is(err, store.ErrStaleFence) {
-		return false, nil // closed by someone else between the bump and the finish
+	_, err = r.st.CloseJob(ctx, id, store.Finish{Status: status, Error: reason, At: r.cfg.Clock.Now()})
+	if errors.Is(err, store.ErrNotInFlight) {
+		return false, nil // closed by someone else since the read
 	}
 	return err == nil, err
 }

@@ -119,12 +119,7 @@ func exerciseFencing(t *testing.T, setup func(*testing.T) *bundle) {
 			})
 			wg.Go(func() {
 				<-start
-				fence, err := b.s.BumpFence(b.ctx, j.ID)
-				if err != nil {
-					reconcilerErr = err
-					return
-				}
-				reconcilerErr = b.s.FinishJob(b.ctx, j.ID, fence, store.Finish{Status: store.StatusLost, Error: "heartbeat missed"})
+				_, reconcilerErr = b.s.CloseJob(b.ctx, j.ID, store.Finish{Status: store.StatusLost, Error: "heartbeat missed"})
 			})
 			close(start)
 			wg.Wait()
@@ -142,6 +137,42 @@ func exerciseFencing(t *testing.T, setup func(*testing.T) *bundle) {
 				require.Nil(t, got.AfterSnapshotID)
 			}
 		}
+	})
+}
+
+func exerciseCloseJob(t *testing.T, setup func(*testing.T) *bundle) {
+	// CloseJob is how the reconciler, the API, the CLI and the console
+	// close a row: fenced out and finished in one transaction.
+	t.Run("CloseJobFencesOutAndFinishes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		j := b.job(t, b.table(t, "t").ID, 1)
+		require.NoError(t, b.s.StartJob(b.ctx, j.ID, j.Fence, time.Now()))
+		at := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+		got, err := b.s.CloseJob(b.ctx, j.ID, store.Finish{Status: store.StatusCancelled, Error: "operator", At: at})
+		require.NoError(t, err)
+		require.Equal(t, b.get(t, j.ID), got, "it returns the row as closed")
+		require.Equal(t, store.StatusCancelled, got.Status)
+		require.Equal(t, "operator", got.Error)
+		require.Equal(t, j.Fence+1, got.Fence, "the runner is fenced out")
+		require.True(t, at.Equal(got.FinishedAt), "finished at %s", got.FinishedAt)
+		for name, write := range fencedWrites(b) {
+			require.ErrorIs(t, write(j.ID, j.Fence), store.ErrStaleFence, "%s by the fenced-out runner", name)
+		}
+		require.Equal(t, got, b.get(t, j.ID))
+
+		again, err := b.s.CloseJob(b.ctx, j.ID, store.Finish{Status: store.StatusLost, Error: "late"})
+		require.ErrorIs(t, err, store.ErrNotInFlight)
+		require.ErrorIs(t, err, store.ErrStaleFence)
+		require.Equal(t, got, again, "a finished row is returned as it is")
+		require.Equal(t, got, b.get(t, j.ID), "and left as it is")
+
+		_, err = b.s.CloseJob(b.ctx, j.ID+1000, store.Finish{Status: store.StatusLost})
+		require.ErrorIs(t, err, store.ErrNotFound)
+		open := b.job(t, b.table(t, "u").ID, 1)
+		_, err = b.s.CloseJob(b.ctx, open.ID, store.Finish{Status: store.StatusRunning})
+		require.ErrorIs(t, err, store.ErrInvalidArgument)
+		require.Equal(t, open, b.get(t, open.ID))
 	})
 }
 

@@ -49,6 +49,7 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Fencing", func(t *testing.T) {
 		t.Parallel()
 		exerciseFencing(t, setup)
+		exerciseCloseJob(t, setup)
 	})
 	t.Run("InFlight", func(t *testing.T) {
 		t.Parallel()
