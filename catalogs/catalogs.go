@@ -27,13 +27,15 @@ import (
 	"github.com/apache/iceberg-go/table"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver (sql.driver=pgx: a PostgreSQL-backed SQL catalog)
 	_ "modernc.org/sqlite"             // registers the pure-Go "sqlite" database/sql driver
+
+	"github.com/tms-dev/tms/internal/invalid"
 )
 
 // LocalName is the catalog name of a local testdata-style catalog.
 const LocalName = "local"
 
 // ErrInvalidArgument marks bad input: a malformed property, identifier or path.
-var ErrInvalidArgument = errors.New("invalid argument")
+var ErrInvalidArgument = invalid.New("invalid argument")
 
 // LocalProps returns the iceberg-go properties of the testdata-style catalog
 // in dir: a SQLite SQL catalog at dir/catalog.db whose warehouse is

@@ -21,10 +21,12 @@ import (
 
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/tms-dev/tms/internal/invalid"
 )
 
 // ErrInvalidArgument is wrapped by Check's error for an unusable Base.
-var ErrInvalidArgument = errors.New("invalid argument")
+var ErrInvalidArgument = invalid.New("invalid argument")
 
 // Kind classifies how HEAD relates to S0.
 type Kind int

@@ -9,20 +9,20 @@ package jobspec
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/tms-dev/tms/catalogs"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/policy"
 )
 
 // ErrInvalidSpec is wrapped by every error about a job spec: malformed JSON,
 // an unknown or missing field, a bad policy value, a credential-shaped key.
 // The message names the field.
-var ErrInvalidSpec = errors.New("invalid job spec")
+var ErrInvalidSpec = invalid.New("invalid job spec")
 
 // Spec is the job spec stored (as JSON) in the spec column of a job row. It
 // says everything the runner needs except credentials:

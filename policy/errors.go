@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/tms-dev/tms/internal/invalid"
 )
 
 // ErrInvalid is wrapped by every policy validation error (each an *Error)
 // and by ParseTypes errors, so callers can tell bad input from a failed run
 // with one errors.Is.
-var ErrInvalid = errors.New("invalid policy")
+var ErrInvalid = invalid.New("invalid policy")
 
 // Error is a policy validation error: the field, as a path, and what is
 // wrong with it. Fields of a content are relative to it

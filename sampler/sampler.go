@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/tms-dev/tms/internal/invalid"
 )
 
 // ErrNoSuchSnapshot is wrapped by Sample's error when the requested snapshot
@@ -27,7 +29,7 @@ var ErrNoSuchSnapshot = errors.New("snapshot not found")
 
 // ErrInvalidArgument is wrapped by Sample's error for a bad option or a bad
 // table property (for example a negative target file size).
-var ErrInvalidArgument = errors.New("invalid argument")
+var ErrInvalidArgument = invalid.New("invalid argument")
 
 // DefaultTargetFileSize is the target file size T used when neither the
 // options nor the table property write.target-file-size-bytes give one

@@ -38,6 +38,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/migrations"
 )
 
@@ -60,7 +61,7 @@ var (
 	ErrNotInFlight = fmt.Errorf("%w: the job row is no longer in flight", ErrStaleFence)
 	// ErrInvalidArgument means the caller passed a value the store refuses
 	// (an empty name, a non-object metrics value, an unknown URL scheme …).
-	ErrInvalidArgument = errors.New("invalid argument")
+	ErrInvalidArgument = invalid.New("invalid argument")
 	// ErrSchemaBehind means the database's schema is older than this binary;
 	// run `tms-coordinator migrate`.
 	ErrSchemaBehind = errors.New("database schema is behind")

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -44,7 +45,7 @@ func TestAttachmentsCheckedAgainstNodeCatalogs(t *testing.T) {
 	st := ledger(t, db)
 	sch, err := store.TasksOf(st)
 	require.NoError(t, err)
-	eventually(t, time.Minute, "the node to record its catalogs", func() bool {
+	testkit.Eventually(t, time.Minute, "the node to record its catalogs", func() bool {
 		ns, err := sch.ListNodes(t.Context())
 		require.NoError(t, err)
 		return len(ns) == 1 && slices.Equal(ns[0].Catalogs, []string{"local"})

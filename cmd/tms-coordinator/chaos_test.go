@@ -21,6 +21,7 @@ import (
 
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 	"github.com/tms-dev/tms/testdata"
@@ -238,7 +239,7 @@ func TestServeChaos(t *testing.T) {
 	}
 	// Every killed node's rows are closed by the others.
 	for _, k := range kills {
-		eventually(t, time.Minute, fmt.Sprintf("the rows of %s (killed %s) to be closed", k.node, k.when), func() bool {
+		testkit.Eventually(t, time.Minute, fmt.Sprintf("the rows of %s (killed %s) to be closed", k.node, k.when), func() bool {
 			for _, id := range k.rows {
 				j, err := st.GetJob(t.Context(), id)
 				require.NoError(t, err)
@@ -257,7 +258,7 @@ func TestServeChaos(t *testing.T) {
 	}
 	// And their tables are maintained again: a job created after the close
 	// finishes on each.
-	eventually(t, 2*time.Minute, "every table of a killed node's rows to finish a later job", func() bool {
+	testkit.Eventually(t, 2*time.Minute, "every table of a killed node's rows to finish a later job", func() bool {
 		for _, k := range kills {
 			for _, tid := range k.tables {
 				jobs, err := st.ListJobs(t.Context(), tid, 5)
@@ -274,7 +275,7 @@ func TestServeChaos(t *testing.T) {
 	require.NoError(t, err)
 	ps, err := pol.ListPolicies(t.Context())
 	require.NoError(t, err)
-	eventually(t, 3*time.Minute, "every (table, policy) to have run, and two minutes to pass", func() bool {
+	testkit.Eventually(t, 3*time.Minute, "every (table, policy) to have run, and two minutes to pass", func() bool {
 		if time.Since(began) < 2*time.Minute {
 			return false
 		}

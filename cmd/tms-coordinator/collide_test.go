@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 	"github.com/tms-dev/tms/testdata"
@@ -60,7 +61,7 @@ func TestServeCollidingPolicies(t *testing.T) {
 			st := ledger(t, db)
 			tbl := registered(t, st, table)
 			var jobs []store.Job
-			eventually(t, 2*time.Minute, "a finished job of each policy", func() bool {
+			testkit.Eventually(t, 2*time.Minute, "a finished job of each policy", func() bool {
 				var err error
 				jobs, err = st.ListJobs(t.Context(), tbl.ID, 10)
 				require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -63,7 +64,7 @@ fi
 	st := ledger(t, db)
 	tbl := registered(t, st, "tms.small_files")
 	var j store.Job
-	eventually(t, 2*time.Minute, "the command-submitted job to finish", func() bool {
+	testkit.Eventually(t, 2*time.Minute, "the command-submitted job to finish", func() bool {
 		js, err := st.ListJobs(t.Context(), tbl.ID, 10)
 		require.NoError(t, err)
 		if len(js) == 0 || js[0].InFlight() {
@@ -93,7 +94,7 @@ fi
 func writeScript(t *testing.T, body string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "cmd.sh")
-	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755))
+	testkit.WriteExecutable(t, path, []byte("#!/bin/sh\n"+body))
 	return path
 }
 
@@ -167,7 +168,7 @@ kill -TERM "$(cat "$f.pid")" 2>/dev/null || true
 	small, part := registered(t, st, "tms.small_files"), registered(t, st, "tms.partitioned")
 	submitted := func(tbl store.Table) store.Job {
 		var j store.Job
-		eventually(t, time.Minute, "a submitted job of "+tbl.Name, func() bool {
+		testkit.Eventually(t, time.Minute, "a submitted job of "+tbl.Name, func() bool {
 			js, err := st.ListJobs(t.Context(), tbl.ID, 10)
 			require.NoError(t, err)
 			if len(js) == 0 || js[0].JobID == "" {
@@ -189,7 +190,7 @@ kill -TERM "$(cat "$f.pid")" 2>/dev/null || true
 	pid, err := os.ReadFile(filepath.Join(jobs, killed.JobID+".pid"))
 	require.NoError(t, err)
 	require.NoError(t, exec.Command("kill", "-KILL", strings.TrimSpace(string(pid))).Run())
-	eventually(t, time.Minute, "node B's reconciler to close the killed job's row", func() bool {
+	testkit.Eventually(t, time.Minute, "node B's reconciler to close the killed job's row", func() bool {
 		j, err := st.GetJob(t.Context(), killed.ID)
 		require.NoError(t, err)
 		killed = j
@@ -201,7 +202,7 @@ kill -TERM "$(cat "$f.pid")" 2>/dev/null || true
 	var res struct{ Cancel string }
 	code := call(t, "POST", fmt.Sprintf("%s/v1/jobs/%d/cancel", b.httpAddr(t), cancelled.ID), "admin-token-b", nil, &res)
 	require.Contains(t, []int{http.StatusOK, http.StatusAccepted}, code)
-	eventually(t, time.Minute, "the cancelled job's row to close", func() bool {
+	testkit.Eventually(t, time.Minute, "the cancelled job's row to close", func() bool {
 		j, err := st.GetJob(t.Context(), cancelled.ID)
 		require.NoError(t, err)
 		cancelled = j

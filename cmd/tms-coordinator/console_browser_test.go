@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tms-dev/tms/internal/browsertest"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -58,7 +59,7 @@ esac
 	small, part := registered(t, st, "tms.small_files"), registered(t, st, "tms.partitioned")
 	lastJob := func(tbl store.Table, done func(store.Job) bool) store.Job {
 		var j store.Job
-		eventually(t, 2*time.Minute, "a job of "+tbl.Name, func() bool {
+		testkit.Eventually(t, 2*time.Minute, "a job of "+tbl.Name, func() bool {
 			js, err := st.ListJobs(t.Context(), tbl.ID, 10)
 			require.NoError(t, err)
 			if len(js) == 0 || !done(js[0]) {
@@ -86,7 +87,7 @@ esac
 	b.Screenshot("login")
 	b.Find(`input[name="token"]`).Type(admin)
 	b.Find(`form[action="/ui/login"] button`).Click()
-	eventually(t, 30*time.Second, "the tables page after logging in", func() bool { return strings.HasSuffix(b.URL(), "/ui") })
+	testkit.Eventually(t, 30*time.Second, "the tables page after logging in", func() bool { return strings.HasSuffix(b.URL(), "/ui") })
 	body := b.Find("body").Text()
 	require.Contains(t, body, "local.tms.small_files")
 	require.Contains(t, body, "local.tms.partitioned")
@@ -105,7 +106,7 @@ esac
 	b.Screenshot("queued-job")
 	b.Find(`form[action$="/cancel"] button`).Click()
 	b.Screenshot("cancelled")
-	eventually(t, time.Minute, "the queued job's row to be closed", func() bool {
+	testkit.Eventually(t, time.Minute, "the queued job's row to be closed", func() bool {
 		j, err := st.GetJob(t.Context(), held.ID)
 		require.NoError(t, err)
 		held = j
@@ -121,7 +122,7 @@ esac
 	// The page shows the watchdog's state at the moment it is drawn: a
 	// heartbeat that is slow on a loaded machine shows as failing until
 	// the next one lands, so the page is read again until it says healthy.
-	eventually(t, 30*time.Second, "the queue page to show serve's own watchdog healthy", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the queue page to show serve's own watchdog healthy", func() bool {
 		b.Open(base + "/ui/queue")
 		nodes := b.Find("table.nodes").Text()
 		return strings.Contains(nodes, "healthy (this node)") && !strings.Contains(nodes, "unhealthy")

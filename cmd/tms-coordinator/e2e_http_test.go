@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store/testdb"
 	"github.com/tms-dev/tms/testdata"
 )
@@ -25,7 +26,7 @@ func (n *node) httpAddr(t *testing.T) string {
 	t.Helper()
 	re := regexp.MustCompile(`HTTP on (127\.0\.0\.1:\d+)`)
 	var addr string
-	eventually(t, time.Minute, "the HTTP address in the serve log", func() bool {
+	testkit.Eventually(t, time.Minute, "the HTTP address in the serve log", func() bool {
 		m := re.FindStringSubmatch(n.logText(t))
 		if m != nil {
 			addr = m[1]
@@ -83,7 +84,7 @@ func TestServeHTTPAPI(t *testing.T) {
 		"--commit-token", "file:"+filepath.Join(tokens, "commit"), "--commit-delay", "100ms")
 	base := n.httpAddr(t)
 
-	eventually(t, time.Minute, "/readyz ready", func() bool { return call(t, "GET", base+"/readyz", "", nil, nil) == http.StatusOK })
+	testkit.Eventually(t, time.Minute, "/readyz ready", func() bool { return call(t, "GET", base+"/readyz", "", nil, nil) == http.StatusOK })
 	require.Equal(t, http.StatusUnauthorized, call(t, "GET", base+"/v1/policies", "wrong", nil, nil))
 
 	policy := map[string]any{"name": "compact-on-commit", "policyType": "system_iceberg_compaction", "enabled": true,
@@ -99,7 +100,7 @@ func TestServeHTTPAPI(t *testing.T) {
 	require.Contains(t, []int{http.StatusOK, http.StatusCreated}, code)
 
 	// The attachment wakes serve's sync, which registers the table.
-	eventually(t, time.Minute, "the table registered", func() bool {
+	testkit.Eventually(t, time.Minute, "the table registered", func() bool {
 		return call(t, "GET", base+"/v1/tables/local."+name, admin, nil, nil) == http.StatusOK
 	})
 	event := map[string]any{"catalog": "local", "namespace": "tms", "table": "small_files", "eventId": "e2e-1"}
@@ -122,7 +123,7 @@ func TestServeHTTPAPI(t *testing.T) {
 		MetricsAfter     map[string]any
 	}
 	var jobs struct{ Jobs []job }
-	eventually(t, 3*time.Minute, "the commit job finished", func() bool {
+	testkit.Eventually(t, 3*time.Minute, "the commit job finished", func() bool {
 		require.Equal(t, http.StatusOK, call(t, "GET", base+"/v1/jobs?table=local."+name, admin, nil, &jobs))
 		return len(jobs.Jobs) == 1 && !jobs.Jobs[0].InFlight
 	})

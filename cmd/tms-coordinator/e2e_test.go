@@ -20,6 +20,7 @@ import (
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/checksum"
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 	"github.com/tms-dev/tms/testdata"
@@ -116,17 +117,6 @@ func (n *node) logText(t *testing.T) string {
 	return string(b)
 }
 
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // tableChecksums returns the row checksum of each named table's head.
 func tableChecksums(t *testing.T, dir string, names ...string) map[string]checksum.Result {
 	t.Helper()
@@ -182,7 +172,7 @@ func TestServeCronPolicy(t *testing.T) {
 			}
 			n := serve(t, db, dir, extra...)
 			if backend == store.BackendSQLite {
-				eventually(t, 30*time.Second, "the node id from the config file", func() bool {
+				testkit.Eventually(t, 30*time.Second, "the node id from the config file", func() bool {
 					return strings.Contains(n.logText(t), "serving as node conf-node-1")
 				})
 			}
@@ -200,7 +190,7 @@ func TestServeCronPolicy(t *testing.T) {
 				require.NoError(t, err)
 				return jobs
 			}
-			eventually(t, 3*time.Minute, "one finished job per table", func() bool {
+			testkit.Eventually(t, 3*time.Minute, "one finished job per table", func() bool {
 				for _, name := range tables {
 					jobs := jobsOf(name)
 					if len(jobs) == 0 || jobs[0].InFlight() {
@@ -209,7 +199,7 @@ func TestServeCronPolicy(t *testing.T) {
 				}
 				return true
 			})
-			eventually(t, 30*time.Second, "an instant skipped for the cooldown", func() bool {
+			testkit.Eventually(t, 30*time.Second, "an instant skipped for the cooldown", func() bool {
 				return strings.Contains(n.logText(t), `"reason": "cooldown"`)
 			})
 			n.stop(t)
@@ -282,7 +272,7 @@ func registered(t *testing.T, st store.Store, name string) store.Table {
 	ident, err := catalogs.ParseIdent(name)
 	require.NoError(t, err)
 	var tbl store.Table
-	eventually(t, time.Minute, name+" to be registered", func() bool {
+	testkit.Eventually(t, time.Minute, name+" to be registered", func() bool {
 		tbl, err = st.FindTable(t.Context(), "local", strings.Join(ident[:len(ident)-1], "."), ident[len(ident)-1])
 		return err == nil
 	})
@@ -326,7 +316,7 @@ func TestServeCommitBurst(t *testing.T) {
 	wg.Wait()
 	t.Logf("500 enqueues took %s", time.Since(start))
 
-	eventually(t, 2*time.Minute, "the commit chain to finish", func() bool {
+	testkit.Eventually(t, 2*time.Minute, "the commit chain to finish", func() bool {
 		jobs, err := st.ListJobs(t.Context(), tbl.ID, 10)
 		require.NoError(t, err)
 		return len(jobs) > 0 && !jobs[0].InFlight()
@@ -408,7 +398,7 @@ func TestServeRunnerKilled(t *testing.T) {
 	tbl := registered(t, st, name)
 
 	var killed int
-	eventually(t, time.Minute, "a runner to kill", func() bool {
+	testkit.Eventually(t, time.Minute, "a runner to kill", func() bool {
 		for _, pid := range runnerChildren(t, n.cmd.Process.Pid) {
 			if syscall.Kill(pid, syscall.SIGKILL) == nil {
 				killed = pid
@@ -419,7 +409,7 @@ func TestServeRunnerKilled(t *testing.T) {
 	})
 	t.Logf("killed runner pid %d", killed)
 	var victim store.Job
-	eventually(t, time.Minute, "the reconciler to close the killed runner's row", func() bool {
+	testkit.Eventually(t, time.Minute, "the reconciler to close the killed runner's row", func() bool {
 		jobs, err := st.ListJobs(t.Context(), tbl.ID, 100)
 		require.NoError(t, err)
 		for _, j := range jobs {
@@ -433,7 +423,7 @@ func TestServeRunnerKilled(t *testing.T) {
 	require.Contains(t, []store.JobStatus{store.StatusFailed, store.StatusLost}, victim.Status)
 	require.Nil(t, victim.AfterSnapshotID, "metrics are never invented")
 	require.Greater(t, victim.Fence, int64(1), "the fence was bumped")
-	eventually(t, time.Minute, "a later job to succeed", func() bool {
+	testkit.Eventually(t, time.Minute, "a later job to succeed", func() bool {
 		jobs, err := st.ListJobs(t.Context(), tbl.ID, 100)
 		require.NoError(t, err)
 		return jobs[0].ID > victim.ID && !jobs[0].InFlight() && jobs[0].Status == store.StatusSucceeded
@@ -457,7 +447,7 @@ func TestServeThreeNodes(t *testing.T) {
 	for _, name := range tables {
 		rows = append(rows, registered(t, st, name))
 	}
-	eventually(t, 2*time.Minute, "five finished jobs per table", func() bool {
+	testkit.Eventually(t, 2*time.Minute, "five finished jobs per table", func() bool {
 		for _, tbl := range rows {
 			jobs, err := st.ListJobs(t.Context(), tbl.ID, 100)
 			require.NoError(t, err)

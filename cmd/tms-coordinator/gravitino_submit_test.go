@@ -22,6 +22,7 @@ import (
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/internal/gravitinotest"
 	"github.com/tms-dev/tms/internal/seaweedtest"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 	"github.com/tms-dev/tms/testdata"
@@ -133,7 +134,7 @@ func TestServeGravitinoSubmitter(t *testing.T) {
 	n := serve(t, db, "", "--config", confFile)
 	st := ledger(t, db)
 	var j store.Job
-	eventually(t, 3*time.Minute, "the Gravitino-submitted job to finish", func() bool {
+	testkit.Eventually(t, 3*time.Minute, "the Gravitino-submitted job to finish", func() bool {
 		row, err := st.FindTable(ctx, "lake", ident[0], ident[1])
 		if err != nil {
 			return false
@@ -234,7 +235,7 @@ func TestServeGravitinoBadAnswers(t *testing.T) {
 			st := ledger(t, db)
 			tbl := registered(t, st, "tms.small_files")
 			var j store.Job
-			eventually(t, time.Minute, "the row to be closed", func() bool {
+			testkit.Eventually(t, time.Minute, "the row to be closed", func() bool {
 				js, err := st.ListJobs(t.Context(), tbl.ID, 10)
 				require.NoError(t, err)
 				if len(js) == 0 || js[len(js)-1].InFlight() {

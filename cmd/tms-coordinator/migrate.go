@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -84,7 +85,7 @@ func runPing(ctx context.Context, env cli.Env) error {
 
 // classify turns store errors caused by the caller's input into usage errors.
 func classify(err error) error {
-	if errors.Is(err, store.ErrInvalidArgument) {
+	if errors.Is(err, invalid.ErrArgument) {
 		return cli.UsageError{Err: err}
 	}
 	return err

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -166,17 +167,17 @@ func TestServeSurvivesDatabaseOutage(t *testing.T) {
 		require.NoError(t, err)
 		return slices.ContainsFunc(jobs, func(j store.Job) bool { return j.Status == store.StatusSucceeded && j.CreatedAt.After(after) })
 	}
-	eventually(t, time.Minute, "a first job to succeed", func() bool { return succeeded(st, time.Time{}) })
+	testkit.Eventually(t, time.Minute, "a first job to succeed", func() bool { return succeeded(st, time.Time{}) })
 	st.Close()
 
 	// The outage: right as a runner starts.
-	eventually(t, time.Minute, "a runner to start", func() bool {
+	testkit.Eventually(t, time.Minute, "a runner to start", func() bool {
 		pid := sup.pid()
 		return pid != 0 && len(runnerChildren(t, pid)) > 0
 	})
 	pg.Stop(t)
 	down := time.Now()
-	eventually(t, time.Minute, "serve to exit through its watchdog", func() bool {
+	testkit.Eventually(t, time.Minute, "serve to exit through its watchdog", func() bool {
 		return slices.Contains(sup.exitCodes(), exitWatchdog)
 	})
 	time.Sleep(time.Until(down.Add(8 * time.Second))) // well past the 3 s watchdog timeout; restarts fail meanwhile
@@ -186,12 +187,12 @@ func TestServeSurvivesDatabaseOutage(t *testing.T) {
 
 	st = openLedger()
 	defer st.Close()
-	eventually(t, time.Minute, "every row from before the outage to be closed", func() bool {
+	testkit.Eventually(t, time.Minute, "every row from before the outage to be closed", func() bool {
 		jobs, err := st.ListInFlightJobs(t.Context(), 0, 100)
 		require.NoError(t, err)
 		return !slices.ContainsFunc(jobs, func(j store.Job) bool { return j.CreatedAt.Before(up) })
 	})
-	eventually(t, time.Minute, "a job after the outage to succeed", func() bool { return succeeded(st, up) })
+	testkit.Eventually(t, time.Minute, "a job after the outage to succeed", func() bool { return succeeded(st, up) })
 	sup.shutdown()
 
 	jobs, err := st.ListJobs(t.Context(), tbl.ID, 1000)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/sampler"
 	"github.com/tms-dev/tms/store"
@@ -45,7 +46,7 @@ func TestPlanAgreesWithTheRunner(t *testing.T) {
 		require.NoError(t, err)
 		return jobs
 	}
-	eventually(t, 3*time.Minute, "one finished job per table", func() bool {
+	testkit.Eventually(t, 3*time.Minute, "one finished job per table", func() bool {
 		for _, name := range tables {
 			if jobs := jobsOf(name); len(jobs) == 0 || jobs[0].InFlight() {
 				return false
@@ -122,7 +123,7 @@ func TestPlanCountsSmallFilesPerPartition(t *testing.T) {
 	tbl := registered(t, st, name)
 	// The first two jobs, once both finished.
 	var first []store.Job
-	eventually(t, 3*time.Minute, "a compaction of "+name+" and a finished job after it", func() bool {
+	testkit.Eventually(t, 3*time.Minute, "a compaction of "+name+" and a finished job after it", func() bool {
 		jobs, err := st.ListJobs(t.Context(), tbl.ID, 100)
 		require.NoError(t, err)
 		if len(jobs) < 2 {

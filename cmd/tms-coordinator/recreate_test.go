@@ -14,6 +14,7 @@ import (
 
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 	"github.com/tms-dev/tms/testdata"
@@ -73,18 +74,18 @@ func TestServeRecreatedTable(t *testing.T) {
 					return j.Status == store.StatusSucceeded && j.AfterSnapshotID != nil && *j.AfterSnapshotID != *j.BeforeSnapshotID
 				})
 			}
-			eventually(t, time.Minute, "the first table to be compacted", func() bool { return compacted(old.ID) })
+			testkit.Eventually(t, time.Minute, "the first table to be compacted", func() bool { return compacted(old.ID) })
 
 			newUUID := smallFilesTable(t, dir, ident, 6, true)
 			var cur store.Table
-			eventually(t, 2*time.Minute, "the recreated table to be registered", func() bool {
+			testkit.Eventually(t, 2*time.Minute, "the recreated table to be registered", func() bool {
 				var err error
 				cur, err = st.FindTable(t.Context(), "local", "rec", "t")
 				require.NoError(t, err)
 				return cur.UUID == newUUID
 			})
 			require.NotEqual(t, old.ID, cur.ID, "a new incarnation is a new row")
-			eventually(t, time.Minute, "the recreated table to be compacted", func() bool { return compacted(cur.ID) })
+			testkit.Eventually(t, time.Minute, "the recreated table to be compacted", func() bool { return compacted(cur.ID) })
 			n.stop(t)
 
 			oldJobs, err := st.ListJobs(t.Context(), old.ID, 100)

@@ -18,6 +18,7 @@ import (
 	"github.com/tms-dev/tms/checksum"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/internal/seaweedtest"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/testdata"
 )
@@ -111,7 +112,7 @@ func TestServeOnS3RESTCatalog(t *testing.T) {
 	registeredIn := func() store.Table {
 		var row store.Table
 		var err error
-		eventually(t, time.Minute, "the S3 table registered", func() bool {
+		testkit.Eventually(t, time.Minute, "the S3 table registered", func() bool {
 			row, err = st.FindTable(ctx, "lake", ns, ident[1])
 			return err == nil
 		})
@@ -122,7 +123,7 @@ func TestServeOnS3RESTCatalog(t *testing.T) {
 	compacted := func(row store.Table, nth int, before checksum.Result, files int) {
 		t.Helper()
 		var jobs []store.Job
-		eventually(t, 3*time.Minute, fmt.Sprintf("job %d of the S3 table to finish", nth), func() bool {
+		testkit.Eventually(t, 3*time.Minute, fmt.Sprintf("job %d of the S3 table to finish", nth), func() bool {
 			var err error
 			jobs, err = st.ListJobs(ctx, row.ID, 10)
 			require.NoError(t, err)
@@ -144,7 +145,7 @@ func TestServeOnS3RESTCatalog(t *testing.T) {
 	_, before := head()
 	n := serve(t, db, "", "--config", confFile, "--log-dir", filepath.Join(dir, "runner-logs-1"))
 	base := n.httpAddr(t)
-	eventually(t, time.Minute, "/readyz ready", func() bool { return call(t, "GET", base+"/readyz", "", nil, nil) == http.StatusOK })
+	testkit.Eventually(t, time.Minute, "/readyz ready", func() bool { return call(t, "GET", base+"/readyz", "", nil, nil) == http.StatusOK })
 	row := registeredIn()
 	event := map[string]any{"catalog": "lake", "namespace": ns, "table": ident[1], "eventId": "s3-1"}
 	var results struct {
@@ -158,14 +159,14 @@ func TestServeOnS3RESTCatalog(t *testing.T) {
 
 	// A commit seen by the catalog watcher.
 	n = serve(t, db, "", "--config", confFile, "--log-dir", filepath.Join(dir, "runner-logs-2"), "--watch-interval", "500ms")
-	eventually(t, time.Minute, "the watcher to prime the S3 table", func() bool { return strings.Contains(n.logText(t), `"primed": 1`) })
+	testkit.Eventually(t, time.Minute, "the watcher to prime the S3 table", func() bool { return strings.Contains(n.logText(t), `"primed": 1`) })
 	appendSmall(1) // one commit: the watcher must not see a half-written series
 	_, before = head()
 	compacted(row, 2, before, 2+2)
 	require.Contains(t, n.logText(t), "catalog watcher: commit seen; commit-job enqueued")
 	// The compaction's own commit (a replace snapshot) is seen and is not
 	// turned into a third job, although minIntervalMs is 0.
-	eventually(t, time.Minute, "the watcher to see the compaction's commit", func() bool { return strings.Contains(n.logText(t), `"nodata": 1`) })
+	testkit.Eventually(t, time.Minute, "the watcher to see the compaction's commit", func() bool { return strings.Contains(n.logText(t), `"nodata": 1`) })
 	jobs, err := st.ListJobs(ctx, row.ID, 10)
 	require.NoError(t, err)
 	require.Len(t, jobs, 2, "TMS's own commit enqueued no job")

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/iceberg-go"
 
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/runner"
 	"github.com/tms-dev/tms/store"
 )
@@ -50,7 +51,7 @@ func runRun(ctx context.Context, env cli.Env) error {
 	}
 	st, err := store.Open(ctx, db, env.Log)
 	if err != nil {
-		if errors.Is(err, store.ErrInvalidArgument) {
+		if errors.Is(err, invalid.ErrArgument) {
 			return cli.UsageError{Err: err}
 		}
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tms-dev/tms/coordinator/flow"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
@@ -26,7 +27,7 @@ import (
 // Errors: validation errors are *policy.Error (content, name, type) or
 // *InputError (object names); the store's answers wrap store.ErrNotFound
 // (unknown policy, not attached), store.ErrConflict (name taken, another
-// policy of the type attached) or store.ErrInvalidArgument. IsInputError
+// policy of the type attached) or invalid.ErrArgument. IsInputError
 // tells them from failures of the database.
 
 // PolicyOps runs policy operations on one store.
@@ -108,12 +109,12 @@ func NewPolicyOps(st store.Store, now func() time.Time) (*PolicyOps, error) {
 }
 
 // IsInputError reports whether err is the caller's fault: bad input
-// (*policy.Error, *InputError, store.ErrInvalidArgument), an unknown name
+// (*policy.Error, *InputError, invalid.ErrArgument), an unknown name
 // (store.ErrNotFound) or a conflict (store.ErrConflict).
 func IsInputError(err error) bool {
 	var ie *InputError
 	return errors.As(err, &ie) || errors.Is(err, policy.ErrInvalid) || errors.Is(err, store.ErrNotFound) ||
-		errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrInvalidArgument)
+		errors.Is(err, store.ErrConflict) || errors.Is(err, invalid.ErrArgument)
 }
 
 // syncExpand brings the policy's policy-expand row in step with it at once

@@ -29,13 +29,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tms-dev/tms/internal/bearer"
-
 	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/coordinator/admin"
 	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/internal/bearer"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -108,14 +108,14 @@ type Console struct {
 // New validates cfg and returns the console.
 func New(cfg Config) (*Console, error) {
 	if cfg.Store == nil {
-		return nil, fmt.Errorf("%w: console: a store is required", store.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: console: a store is required", invalid.ErrArgument)
 	}
 	ledger, err := store.LedgerQueriesOf(cfg.Store)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.DeadNodeAfter < 0 {
-		return nil, fmt.Errorf("%w: console: dead-node limit %s is negative", store.ErrInvalidArgument, cfg.DeadNodeAfter)
+		return nil, fmt.Errorf("%w: console: dead-node limit %s is negative", invalid.ErrArgument, cfg.DeadNodeAfter)
 	}
 	cfg.DeadNodeAfter = cmp.Or(cfg.DeadNodeAfter, scheduler.DefaultHeartbeatInterval*scheduler.DefaultMissedHeartbeatsLimit)
 	if cfg.Now == nil {
@@ -220,7 +220,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s session, err er
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		c.message(w, s, http.StatusNotFound, "Not found", err.Error())
-	case errors.As(err, &ie), errors.Is(err, store.ErrInvalidArgument):
+	case errors.As(err, &ie), errors.Is(err, invalid.ErrArgument):
 		c.message(w, s, http.StatusBadRequest, "Bad request", err.Error())
 	default:
 		c.cfg.Log.Error("console request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tms-dev/tms/coordinator/console"
 	"github.com/tms-dev/tms/coordinator/httpapi"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -337,7 +338,7 @@ func TestEscaping(t *testing.T) {
 func TestNewRequiresStore(t *testing.T) {
 	t.Parallel()
 	_, err := console.New(console.Config{})
-	require.ErrorIs(t, err, store.ErrInvalidArgument)
+	require.ErrorIs(t, err, invalid.ErrArgument)
 }
 
 // TestMountedOnServer checks the httpapi wiring: /ui and /ui/ reach the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tms-dev/tms/coordinator/admin"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -87,7 +88,7 @@ func (c *Console) jobQuery(ctx context.Context, q url.Values) (store.JobQuery, j
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return jq, f, &badParam{"table", fmt.Sprintf("no table %q", f.Table)}
-		case err != nil && (errors.Is(err, store.ErrInvalidArgument) || isInputError(err)):
+		case err != nil && (errors.Is(err, invalid.ErrArgument) || isInputError(err)):
 			return jq, f, &badParam{"table", err.Error()}
 		case err != nil:
 			return jq, f, err

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/tms-dev/tms/coordinator/console"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -332,7 +334,7 @@ func TestQueuePageEmpty(t *testing.T) {
 	require.Contains(t, r.body, "No coordinator nodes registered.")
 	require.Contains(t, r.body, "0 in-flight rows read")
 	_, err := console.New(console.Config{Store: f.st, DeadNodeAfter: -time.Second})
-	require.ErrorIs(t, err, store.ErrInvalidArgument)
+	require.ErrorIs(t, err, invalid.ErrArgument)
 }
 
 // TestJobPageMetricsAndLog: a job's page shows the metrics at its before

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tms-dev/tms/coordinator/admin"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -183,7 +184,7 @@ func (c *Console) findTable(ctx context.Context, s string) (store.Table, error) 
 	if s != "" && !strings.Contains(s, ".") {
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || id <= 0 {
-			return store.Table{}, fmt.Errorf("%w: table %q: want a table id or CATALOG.NAMESPACE.TABLE", store.ErrInvalidArgument, s)
+			return store.Table{}, fmt.Errorf("%w: table %q: want a table id or CATALOG.NAMESPACE.TABLE", invalid.ErrArgument, s)
 		}
 		return c.cfg.Store.GetTable(ctx, id)
 	}

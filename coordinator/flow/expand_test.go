@@ -13,6 +13,7 @@ import (
 	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/internal/coordtest"
 	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -55,7 +56,7 @@ func TestExpandBatches(t *testing.T) {
 			}
 			b.Start(scheduler.Config{PollInterval: time.Hour}, kinds...)
 			next := now.Truncate(time.Hour).Add(time.Hour) // @hourly's next instant
-			coordtest.Eventually(t, time.Minute, "the instant's last batch", func() bool {
+			testkit.Eventually(t, time.Minute, "the instant's last batch", func() bool {
 				row, err := b.Sch.GetTask(b.Ctx, flow.ExpandKey(p.ID))
 				require.NoError(t, err)
 				return !row.ExecutionTime.Before(next) && !row.Picked

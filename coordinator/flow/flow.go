@@ -17,6 +17,7 @@ import (
 	"github.com/tms-dev/tms/coordinator/reconcile"
 	"github.com/tms-dev/tms/coordinator/scheduler"
 	"github.com/tms-dev/tms/coordinator/submit"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
@@ -100,7 +101,7 @@ type Flow struct {
 // NewFlow returns the flow over st, submitting through sub.
 func NewFlow(st store.Store, sub submit.Submitter, cfg FlowConfig) (*Flow, error) {
 	if cfg.DBURL == "" {
-		return nil, fmt.Errorf("%w: flow: the ledger URL runners open is required", store.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: flow: the ledger URL runners open is required", invalid.ErrArgument)
 	}
 	pol, err := store.PoliciesOf(st)
 	if err != nil {
@@ -112,12 +113,12 @@ func NewFlow(st store.Store, sub submit.Submitter, cfg FlowConfig) (*Flow, error
 	}
 	cfg.EnqueueBatchSize = cmp.Or(cfg.EnqueueBatchSize, DefaultEnqueueBatchSize)
 	if cfg.EnqueueBatchSize < 1 {
-		return nil, fmt.Errorf("%w: expand.enqueueBatchSize must be positive, got %d", store.ErrInvalidArgument, cfg.EnqueueBatchSize)
+		return nil, fmt.Errorf("%w: expand.enqueueBatchSize must be positive, got %d", invalid.ErrArgument, cfg.EnqueueBatchSize)
 	}
 	cfg.CommitDelay = ResolveCommitDelay(cfg.CommitDelay)
 	cfg.BusyRecheck = cmp.Or(cfg.BusyRecheck, DefaultBusyRecheck)
 	if cfg.BusyRecheck < 0 {
-		return nil, fmt.Errorf("%w: flow: the busy recheck must not be negative, got %s", store.ErrInvalidArgument, cfg.BusyRecheck)
+		return nil, fmt.Errorf("%w: flow: the busy recheck must not be negative, got %s", invalid.ErrArgument, cfg.BusyRecheck)
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
@@ -127,15 +128,15 @@ func NewFlow(st store.Store, sub submit.Submitter, cfg FlowConfig) (*Flow, error
 	for _, c := range cfg.Catalogs {
 		switch {
 		case c.Name == "":
-			return nil, fmt.Errorf("%w: flow: a catalog has no name", store.ErrInvalidArgument)
+			return nil, fmt.Errorf("%w: flow: a catalog has no name", invalid.ErrArgument)
 		case (c.WarehouseDir == "") == (len(c.Properties) == 0):
-			return nil, fmt.Errorf("%w: catalog %q: give either a warehouse dir or properties", store.ErrInvalidArgument, c.Name)
+			return nil, fmt.Errorf("%w: catalog %q: give either a warehouse dir or properties", invalid.ErrArgument, c.Name)
 		case f.catalogs[c.Name].Name != "":
-			return nil, fmt.Errorf("%w: catalog %q configured twice", store.ErrInvalidArgument, c.Name)
+			return nil, fmt.Errorf("%w: catalog %q configured twice", invalid.ErrArgument, c.Name)
 		}
 		for k := range c.Properties {
 			if policy.IsCredentialKey(k) {
-				return nil, fmt.Errorf("%w: catalog %q: property %q is a credential; configure it as a secret", store.ErrInvalidArgument, c.Name, k)
+				return nil, fmt.Errorf("%w: catalog %q: property %q is a credential; configure it as a secret", invalid.ErrArgument, c.Name, k)
 			}
 		}
 		f.catalogs[c.Name] = c

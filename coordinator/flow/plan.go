@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/sampler"
 	"github.com/tms-dev/tms/store"
@@ -113,10 +114,10 @@ func (f *Flow) Plan(ctx context.Context, q PlanQuery) (Plan, error) {
 		limit = DefaultPlanLimit
 	}
 	if limit < 1 || limit > MaxPlanLimit {
-		return Plan{}, fmt.Errorf("%w: plan limit must be between 1 and %d, got %d", store.ErrInvalidArgument, MaxPlanLimit, limit)
+		return Plan{}, fmt.Errorf("%w: plan limit must be between 1 and %d, got %d", invalid.ErrArgument, MaxPlanLimit, limit)
 	}
 	if q.AfterID < 0 {
-		return Plan{}, fmt.Errorf("%w: plan cursor must not be negative, got %d", store.ErrInvalidArgument, q.AfterID)
+		return Plan{}, fmt.Errorf("%w: plan cursor must not be negative, got %d", invalid.ErrArgument, q.AfterID)
 	}
 	now := q.Now
 	if now.IsZero() {
@@ -131,7 +132,7 @@ func (f *Flow) Plan(ctx context.Context, q PlanQuery) (Plan, error) {
 	switch {
 	case q.Tables != nil:
 		if len(q.Tables) > MaxPlanLimit {
-			return Plan{}, fmt.Errorf("%w: plan of %d tables; at most %d at once", store.ErrInvalidArgument, len(q.Tables), MaxPlanLimit)
+			return Plan{}, fmt.Errorf("%w: plan of %d tables; at most %d at once", invalid.ErrArgument, len(q.Tables), MaxPlanLimit)
 		}
 		tables = q.Tables
 	case q.Catalog != "":

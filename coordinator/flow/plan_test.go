@@ -10,6 +10,7 @@ import (
 
 	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/internal/coordtest"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/sampler"
 	"github.com/tms-dev/tms/store"
@@ -169,7 +170,7 @@ func TestPlan(t *testing.T) {
 			_, err = fl.Plan(ctx, flow.PlanQuery{Catalog: "c", Namespace: "ns", Name: "nope"})
 			require.ErrorIs(t, err, store.ErrNotFound)
 			_, err = fl.Plan(ctx, flow.PlanQuery{Limit: flow.MaxPlanLimit + 1})
-			require.ErrorIs(t, err, store.ErrInvalidArgument)
+			require.ErrorIs(t, err, invalid.ErrArgument)
 
 			// Nothing was enqueued or written: the task rows are the two above.
 			n, _, err := b.Sch.CountTasks(ctx)

@@ -16,6 +16,7 @@ import (
 	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/ingress"
 	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -70,7 +71,7 @@ type Metrics struct {
 // NewMetrics returns the collectors, registered on a new registry.
 func NewMetrics(cfg MetricsConfig) (*Metrics, error) {
 	if cfg.Store == nil {
-		return nil, fmt.Errorf("%w: metrics: a store is required", store.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: metrics: a store is required", invalid.ErrArgument)
 	}
 	cfg.QueueCacheTTL = cmp.Or(cfg.QueueCacheTTL, DefaultQueueCacheTTL)
 	cfg.LedgerCacheTTL = cmp.Or(cfg.LedgerCacheTTL, DefaultLedgerCacheTTL)

@@ -16,6 +16,7 @@ import (
 	"github.com/tms-dev/tms/coordinator/httpapi"
 	"github.com/tms-dev/tms/coordinator/ingress"
 	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -63,7 +64,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 			_, err := eng.Schedule(t.Context(), store.NewTask{TaskKey: store.TaskKey{Name: "probe", Instance: inst}})
 			require.NoError(t, err)
 		}
-		require.Eventually(t, func() bool { return eng.Stats().Completed >= 2 }, 10*time.Second, 10*time.Millisecond)
+		testkit.Eventually(t, 10*time.Second, "two completed executions", func() bool { return eng.Stats().Completed >= 2 })
 
 		// Webhook traffic: enqueued, duplicate, unknown table, refused.
 		b.ingest(event("m-1"))

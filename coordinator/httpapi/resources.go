@@ -19,6 +19,7 @@ import (
 	"github.com/tms-dev/tms/coordinator/admin"
 	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/submit"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
@@ -173,7 +174,7 @@ func (rs *resources) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, store.ErrConflict):
 		writeError(w, http.StatusConflict, err.Error())
-	case errors.As(err, &ie), errors.As(err, &pe), errors.Is(err, store.ErrInvalidArgument):
+	case errors.As(err, &ie), errors.As(err, &pe), errors.Is(err, invalid.ErrArgument):
 		writeError(w, http.StatusBadRequest, err.Error())
 	default:
 		rs.log.Error("API request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))

@@ -20,11 +20,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/tms-dev/tms/internal/bearer"
-
 	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/coordinator/ingress"
+	"github.com/tms-dev/tms/internal/bearer"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -103,7 +103,7 @@ type Server struct {
 // New validates cfg and returns the server.
 func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
-		return nil, fmt.Errorf("%w: httpapi: a store is required", store.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: httpapi: a store is required", invalid.ErrArgument)
 	}
 	webhook, err := ingress.NewWebhook(ingress.WebhookConfig{Store: cfg.Store, CommitDelay: cfg.CommitDelay, OnCommitJobDue: cfg.OnCommitJobDue, Now: cfg.Now})
 	if err != nil {
@@ -113,7 +113,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, DefaultShutdownTimeout)
 	cfg.ReadyTimeout = cmp.Or(cfg.ReadyTimeout, DefaultReadyTimeout)
 	if cfg.ShutdownTimeout < 0 || cfg.ReadyTimeout < 0 {
-		return nil, fmt.Errorf("%w: httpapi: timeouts must not be negative", store.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: httpapi: timeouts must not be negative", invalid.ErrArgument)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tms-dev/tms/coordinator/httpapi"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/migrations"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -131,13 +132,13 @@ func TestGracefulShutdown(t *testing.T) {
 	<-entered
 	cancel()
 	// The listener closes at once; the request in progress still finishes.
-	require.Eventually(t, func() bool {
+	testkit.Eventually(t, 5*time.Second, "the listener to close", func() bool {
 		c, err := net.DialTimeout("tcp", ln.Addr().String(), 100*time.Millisecond)
 		if err == nil {
 			c.Close()
 		}
 		return err != nil
-	}, 5*time.Second, 10*time.Millisecond)
+	})
 	select {
 	case err := <-served:
 		t.Fatalf("Serve returned before the request in progress finished: %v", err)

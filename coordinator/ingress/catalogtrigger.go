@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -69,18 +70,18 @@ type CatalogNotifyConfig struct {
 // table's next commit, the catalog watcher or its crontab catches up.
 //
 // It blocks until ctx ends and returns nil then. It returns at once an
-// error wrapping store.ErrInvalidArgument for a bad config and
+// error wrapping invalid.ErrArgument for a bad config and
 // store.ErrNotSupported for a SQLite URL.
 func ListenCatalogCommits(ctx context.Context, st store.Store, cfg CatalogNotifyConfig) error {
 	switch {
 	case st == nil:
-		return fmt.Errorf("%w: catalog listener: the store is required", store.ErrInvalidArgument)
+		return fmt.Errorf("%w: catalog listener: the store is required", invalid.ErrArgument)
 	case cfg.DBURL == "":
-		return fmt.Errorf("%w: catalog listener: the catalog database URL is required", store.ErrInvalidArgument)
+		return fmt.Errorf("%w: catalog listener: the catalog database URL is required", invalid.ErrArgument)
 	case cfg.Enqueue == nil:
-		return fmt.Errorf("%w: catalog listener: an enqueue function is required", store.ErrInvalidArgument)
+		return fmt.Errorf("%w: catalog listener: an enqueue function is required", invalid.ErrArgument)
 	case cfg.MinBackoff < 0 || cfg.MaxBackoff < 0:
-		return fmt.Errorf("%w: catalog listener: backoff must not be negative", store.ErrInvalidArgument)
+		return fmt.Errorf("%w: catalog listener: backoff must not be negative", invalid.ErrArgument)
 	}
 	cfg.MinBackoff = cmp.Or(cfg.MinBackoff, DefaultCatalogNotifyMinBackoff)
 	cfg.MaxBackoff = max(cmp.Or(cfg.MaxBackoff, DefaultCatalogNotifyMaxBackoff), cfg.MinBackoff)
@@ -98,7 +99,7 @@ func ListenCatalogCommits(ctx context.Context, st store.Store, cfg CatalogNotify
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, store.ErrNotSupported) || errors.Is(err, store.ErrInvalidArgument) {
+		if errors.Is(err, store.ErrNotSupported) || errors.Is(err, invalid.ErrArgument) {
 			return err
 		}
 		if listening {

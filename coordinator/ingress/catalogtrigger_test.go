@@ -24,6 +24,8 @@ import (
 	"github.com/tms-dev/tms/coordinator/internal/coordtest"
 	"github.com/tms-dev/tms/coordinator/scheduler"
 	"github.com/tms-dev/tms/coordinator/submit"
+	"github.com/tms-dev/tms/internal/invalid"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -165,7 +167,7 @@ func TestCatalogTriggerCommitIsClaimedWithoutPolling(t *testing.T) {
 	tbl = appendRow(t, tbl)
 	_ = appendRow(t, other)
 	var jobs []store.Job
-	coordtest.Eventually(t, 10*time.Second, "the commit's ledger row", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the commit's ledger row", func() bool {
 		jobs, err = st.ListJobs(ctx, row.ID, 10)
 		require.NoError(t, err)
 		return len(jobs) == 1
@@ -173,11 +175,11 @@ func TestCatalogTriggerCommitIsClaimedWithoutPolling(t *testing.T) {
 	claimed := time.Since(committed)
 	require.Equal(t, store.TriggerCommit, jobs[0].Trigger)
 	require.Equal(t, []string{"compaction"}, jobs[0].Types)
-	coordtest.Eventually(t, 10*time.Second, "the job's submit", func() bool { return len(sub.submitted()) == 1 })
+	testkit.Eventually(t, 10*time.Second, "the job's submit", func() bool { return len(sub.submitted()) == 1 })
 	require.Equal(t, pgCatalogName+".sales.orders", sub.submitted()[0].Table)
 	require.Less(t, claimed, 10*time.Second, "claimed long before the hourly poll")
-	coordtest.Eventually(t, 10*time.Second, "the commit to be counted", func() bool { return known.Load() == 1 })
-	coordtest.Eventually(t, 10*time.Second, "the unmaintained table's commit to be ignored", func() bool { return unknown.Load() == 1 })
+	testkit.Eventually(t, 10*time.Second, "the commit to be counted", func() bool { return known.Load() == 1 })
+	testkit.Eventually(t, 10*time.Second, "the unmaintained table's commit to be ignored", func() bool { return unknown.Load() == 1 })
 	require.Zero(t, commitJobs(t, st), "the commit-job row was claimed and is gone")
 
 	// Kill the listener's connection: it reconnects and hears the next commit.
@@ -188,7 +190,7 @@ func TestCatalogTriggerCommitIsClaimedWithoutPolling(t *testing.T) {
 		t.Fatal("the listener did not reconnect within 10s")
 	}
 	_ = appendRow(t, tbl)
-	coordtest.Eventually(t, 10*time.Second, "the second commit to be heard", func() bool { return known.Load() == 2 })
+	testkit.Eventually(t, 10*time.Second, "the second commit to be heard", func() bool { return known.Load() == 2 })
 }
 
 func TestCatalogListenerConfigErrors(t *testing.T) {
@@ -197,7 +199,7 @@ func TestCatalogListenerConfigErrors(t *testing.T) {
 	enqueue := func(context.Context, int64) (bool, error) { return true, nil }
 	ctx := t.Context()
 	err := ingress.ListenCatalogCommits(ctx, l.St, ingress.CatalogNotifyConfig{Enqueue: enqueue})
-	require.ErrorIs(t, err, store.ErrInvalidArgument)
+	require.ErrorIs(t, err, invalid.ErrArgument)
 	require.ErrorContains(t, err, "catalog database URL is required")
 	err = ingress.ListenCatalogCommits(ctx, l.St, ingress.CatalogNotifyConfig{DBURL: l.URL})
 	require.ErrorContains(t, err, "enqueue function is required")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
@@ -96,15 +97,15 @@ type seenState struct {
 // enqueues commit-jobs on eng, which must run the flow's kinds.
 func NewWatcher(f *flow.Flow, eng *scheduler.Engine, cfg WatcherConfig) (*Watcher, error) {
 	if eng == nil {
-		return nil, fmt.Errorf("%w: catalog watcher: the engine is required", store.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: catalog watcher: the engine is required", invalid.ErrArgument)
 	}
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultWatchInterval)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultWatchConcurrency)
 	switch {
 	case cfg.Interval < 0:
-		return nil, fmt.Errorf("%w: catalog watcher: interval must be positive, got %s", store.ErrInvalidArgument, cfg.Interval)
+		return nil, fmt.Errorf("%w: catalog watcher: interval must be positive, got %s", invalid.ErrArgument, cfg.Interval)
 	case cfg.Concurrency < 0:
-		return nil, fmt.Errorf("%w: catalog watcher: concurrency must be positive, got %d", store.ErrInvalidArgument, cfg.Concurrency)
+		return nil, fmt.Errorf("%w: catalog watcher: concurrency must be positive, got %d", invalid.ErrArgument, cfg.Concurrency)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = eng.Clock()

@@ -21,6 +21,8 @@ import (
 	"github.com/tms-dev/tms/coordinator/ingress"
 	"github.com/tms-dev/tms/coordinator/internal/coordtest"
 	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/internal/invalid"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -270,7 +272,7 @@ func TestWatcherRunPollsEveryInterval(t *testing.T) {
 	b.watched = appendRow(t, b.watched)
 	require.Zero(t, commitJobs(t, b.st), "nothing before the next poll")
 	b.clock.Advance(time.Minute)
-	coordtest.Eventually(t, 10*time.Second, "the next poll to enqueue", func() bool { return b.enqueued.Load() == 1 })
+	testkit.Eventually(t, 10*time.Second, "the next poll to enqueue", func() bool { return b.enqueued.Load() == 1 })
 	require.Equal(t, 1, commitJobs(t, b.st))
 
 	cancel()
@@ -289,7 +291,7 @@ func TestWatcherConfigErrors(t *testing.T) {
 	eng, err := scheduler.New(sch, scheduler.Config{}, fl.Kinds(nil, 0)...)
 	require.NoError(t, err)
 	_, err = ingress.NewWatcher(fl, eng, ingress.WatcherConfig{Interval: -time.Second})
-	require.ErrorIs(t, err, store.ErrInvalidArgument)
+	require.ErrorIs(t, err, invalid.ErrArgument)
 	require.ErrorContains(t, err, "interval")
 	_, err = ingress.NewWatcher(fl, eng, ingress.WatcherConfig{Concurrency: -1})
 	require.ErrorContains(t, err, "concurrency")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tms-dev/tms/coordinator/flow"
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -104,7 +105,7 @@ type Webhook struct {
 // NewWebhook returns the webhook over cfg.Store.
 func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	if cfg.Store == nil {
-		return nil, fmt.Errorf("%w: commit webhook: a store is required", store.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: commit webhook: a store is required", invalid.ErrArgument)
 	}
 	sch, err := store.TasksOf(cfg.Store)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/tms-dev/tms/store"
+	"github.com/tms-dev/tms/internal/invalid"
 )
 
 // Defaults of Config.
@@ -127,16 +127,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case c.PollInterval < 0 || c.HeartbeatInterval < 0 || c.WatchdogTimeout < 0 || c.ShutdownTimeout < 0:
-		return c, fmt.Errorf("%w: coordinator intervals and timeouts must not be negative", store.ErrInvalidArgument)
+		return c, fmt.Errorf("%w: coordinator intervals and timeouts must not be negative", invalid.ErrArgument)
 	case c.MissedHeartbeatsLimit < 1:
-		return c, fmt.Errorf("%w: missedHeartbeatsLimit must be at least 1, got %d", store.ErrInvalidArgument, c.MissedHeartbeatsLimit)
+		return c, fmt.Errorf("%w: missedHeartbeatsLimit must be at least 1, got %d", invalid.ErrArgument, c.MissedHeartbeatsLimit)
 	case c.WatchdogTimeout >= c.staleAfter():
 		return c, fmt.Errorf("%w: watchdogTimeout %s must be below heartbeatInterval × missedHeartbeatsLimit (%s), or a cut-off node could still act on claims others revived",
-			store.ErrInvalidArgument, c.WatchdogTimeout, c.staleAfter())
+			invalid.ErrArgument, c.WatchdogTimeout, c.staleAfter())
 	}
 	for name, n := range c.Pools {
 		if n < 1 {
-			return c, fmt.Errorf("%w: pool %q needs at least one thread, got %d", store.ErrInvalidArgument, name, n)
+			return c, fmt.Errorf("%w: pool %q needs at least one thread, got %d", invalid.ErrArgument, name, n)
 		}
 	}
 	return c, nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tms-dev/tms/coordinator/internal/coordtest"
 	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 )
@@ -40,7 +41,7 @@ func TestFailureBacksOff(t *testing.T) {
 	require.Equal(t, 1, <-calls)
 
 	key := store.TaskKey{Name: "flaky", Instance: "p1"}
-	coordtest.Eventually(t, 10*time.Second, "the failure to be recorded", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the failure to be recorded", func() bool {
 		task, err := b.Sch.GetTask(b.Ctx, key)
 		require.NoError(t, err)
 		return !task.Picked

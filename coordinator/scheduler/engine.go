@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -67,11 +68,11 @@ func New(sch store.Scheduler, cfg Config, kinds ...Kind) (*Engine, error) {
 		k := kinds[i]
 		switch {
 		case k.Name == "":
-			return nil, fmt.Errorf("%w: task kind needs a name", store.ErrInvalidArgument)
+			return nil, fmt.Errorf("%w: task kind needs a name", invalid.ErrArgument)
 		case k.Handler == nil:
-			return nil, fmt.Errorf("%w: task kind %q needs a handler", store.ErrInvalidArgument, k.Name)
+			return nil, fmt.Errorf("%w: task kind %q needs a handler", invalid.ErrArgument, k.Name)
 		case e.kinds[k.Name] != nil:
-			return nil, fmt.Errorf("%w: task kind %q registered twice", store.ErrInvalidArgument, k.Name)
+			return nil, fmt.Errorf("%w: task kind %q registered twice", invalid.ErrArgument, k.Name)
 		}
 		if k.Pool == "" {
 			k.Pool = k.Name
@@ -91,7 +92,7 @@ func New(sch store.Scheduler, cfg Config, kinds ...Kind) (*Engine, error) {
 		e.poolOf[k.Name] = p
 	}
 	if len(e.kinds) == 0 {
-		return nil, fmt.Errorf("%w: the engine needs at least one task kind", store.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: the engine needs at least one task kind", invalid.ErrArgument)
 	}
 	return e, nil
 }
@@ -130,7 +131,7 @@ func (e *Engine) Schedule(ctx context.Context, t store.NewTask) (created bool, e
 func (e *Engine) ScheduleRecurring(ctx context.Context, name, instance string, data []byte) (bool, error) {
 	k := e.kinds[name]
 	if k == nil || k.Schedule == nil {
-		return false, fmt.Errorf("%w: %q is not a recurring task kind", store.ErrInvalidArgument, name)
+		return false, fmt.Errorf("%w: %q is not a recurring task kind", invalid.ErrArgument, name)
 	}
 	next := k.Schedule.Next(e.cfg.Clock.Now())
 	return e.Schedule(ctx, store.NewTask{TaskKey: store.TaskKey{Name: name, Instance: instance}, Data: data, ExecutionTime: next})
@@ -170,7 +171,7 @@ func (e *Engine) Cancel(ctx context.Context, key store.TaskKey) error {
 
 func (e *Engine) known(name string) error {
 	if e.kinds[name] == nil {
-		return fmt.Errorf("%w: unknown task kind %q", store.ErrInvalidArgument, name)
+		return fmt.Errorf("%w: unknown task kind %q", invalid.ErrArgument, name)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tms-dev/tms/coordinator/internal/coordtest"
 	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
@@ -62,7 +63,7 @@ func TestDrainExactlyOnce(t *testing.T) {
 					PollInterval: 50 * time.Millisecond,
 				}, kind)
 			}
-			coordtest.Eventually(t, 3*time.Minute, "every task to complete", func() bool {
+			testkit.Eventually(t, 3*time.Minute, "every task to complete", func() bool {
 				var done int64
 				for _, n := range nodes {
 					done += n.Stats().Completed + n.Stats().Stale + n.Stats().Failed
@@ -108,7 +109,7 @@ func TestNotifyWakesOtherNodes(t *testing.T) {
 	for i := range 3 {
 		_, err := b.Sch.UpsertTask(b.Ctx, store.NewTask{TaskKey: store.TaskKey{Name: "commit-job", Instance: fmt.Sprint(i)}}, time.Time{})
 		require.NoError(t, err)
-		coordtest.Eventually(t, 10*time.Second, "the notified node to run the task", func() bool {
+		testkit.Eventually(t, 10*time.Second, "the notified node to run the task", func() bool {
 			return testdb.Executions(t, b.URL)[fmt.Sprint(i)] == "runner"
 		})
 	}
@@ -138,7 +139,7 @@ func TestRecurringFiresOncePerInstant(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, created, "the recurring row exists once")
 
-	coordtest.Eventually(t, 30*time.Second, "three instants to fire", func() bool { return len(testdb.Executions(t, b.URL)) >= 3 })
+	testkit.Eventually(t, 30*time.Second, "three instants to fire", func() bool { return len(testdb.Executions(t, b.URL)) >= 3 })
 	var failed, stale int64
 	for _, n := range nodes {
 		require.NoError(t, n.Stop())

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tms-dev/tms/coordinator/internal/coordtest"
 	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/policy"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
@@ -49,7 +50,7 @@ func stepUntil(m *coordtest.ManualNode, t *testing.T, b *coordtest.Bundle, attem
 func settled(t *testing.T, b *coordtest.Bundle, key store.TaskKey, failures int) store.Task {
 	t.Helper()
 	var task store.Task
-	coordtest.Eventually(t, 10*time.Second, fmt.Sprintf("%s to be released with %d consecutive failures", key, failures), func() bool {
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%s to be released with %d consecutive failures", key, failures), func() bool {
 		var err error
 		task, err = b.Sch.GetTask(b.Ctx, key)
 		require.NoError(t, err)
@@ -186,7 +187,7 @@ func TestFailedCompletionCountsAsFailure(t *testing.T) {
 			require.Error(t, first, "the first completion broke the unique key")
 			require.NotErrorIs(t, first, store.ErrStaleFence)
 			require.NoError(t, receive(t, results, "the retry's Complete"), "the retry completed")
-			coordtest.Eventually(t, 10*time.Second, "the row to be gone", func() bool {
+			testkit.Eventually(t, 10*time.Second, "the row to be gone", func() bool {
 				total, _, err := b.Sch.CountTasks(b.Ctx)
 				return err == nil && total == 0
 			})
@@ -263,7 +264,7 @@ func TestLostClaimIsFenced(t *testing.T) {
 			require.ErrorIs(t, got.completeErr, store.ErrStaleFence)
 
 			close(release)
-			coordtest.Eventually(t, 10*time.Second, "the ignoring callback's completion to be rejected", func() bool {
+			testkit.Eventually(t, 10*time.Second, "the ignoring callback's completion to be rejected", func() bool {
 				return n.Stats().Stale == 2
 			})
 			require.NoError(t, n.Stop())

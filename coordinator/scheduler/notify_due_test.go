@@ -10,6 +10,7 @@ import (
 	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/internal/coordtest"
 	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -54,7 +55,7 @@ func TestUpsertDueLaterWakesOtherNodes(t *testing.T) {
 		t.Fatal("the row due later was not claimed: its announcement did not wake the node")
 	}
 	// Once the row is gone nothing can run it again: it ran once.
-	coordtest.Eventually(t, 30*time.Second, "the one-shot row to be deleted after its run", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the one-shot row to be deleted after its run", func() bool {
 		total, _, err := other.CountTasks(b.Ctx)
 		require.NoError(t, err)
 		return total == 0

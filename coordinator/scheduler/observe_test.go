@@ -11,6 +11,7 @@ import (
 
 	"github.com/tms-dev/tms/coordinator/internal/coordtest"
 	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -50,7 +51,7 @@ func TestObserverHooks(t *testing.T) {
 		_, err := b.Sch.ScheduleTask(b.Ctx, store.NewTask{TaskKey: store.TaskKey{Name: "obs", Instance: inst}, ExecutionTime: time.Now().Add(-time.Minute)}, time.Now())
 		require.NoError(t, err)
 	}
-	coordtest.Eventually(t, 10*time.Second, "three runs", func() bool {
+	testkit.Eventually(t, 10*time.Second, "three runs", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return outcomes["obs/"+scheduler.ExecSuccess]+outcomes["obs/"+scheduler.ExecFailure]+outcomes["obs/"+scheduler.ExecPanic] == 3

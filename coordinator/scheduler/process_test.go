@@ -19,6 +19,7 @@ import (
 
 	"github.com/tms-dev/tms/coordinator/internal/coordtest"
 	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -168,7 +169,7 @@ func TestKilledNodeTasksAreRevived(t *testing.T) {
 	}
 
 	nodes := survivors(b)
-	coordtest.Eventually(t, time.Minute, "the killed node's tasks to run elsewhere", func() bool {
+	testkit.Eventually(t, time.Minute, "the killed node's tasks to run elsewhere", func() bool {
 		return len(testdb.Executions(t, b.URL)) == 3
 	})
 	require.GreaterOrEqual(t, time.Since(killed), time.Second-fastLiveness.HeartbeatInterval,
@@ -202,7 +203,7 @@ func TestFrozenNodeLateCompletionIsFenced(t *testing.T) {
 	require.NoError(t, h.cmd.Process.Signal(syscall.SIGSTOP))
 
 	nodes := survivors(b)
-	coordtest.Eventually(t, time.Minute, "the frozen node's task to run elsewhere", func() bool {
+	testkit.Eventually(t, time.Minute, "the frozen node's task to run elsewhere", func() bool {
 		return len(testdb.Executions(t, b.URL)) == 1
 	})
 	for _, n := range nodes {

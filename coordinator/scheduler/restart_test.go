@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tms-dev/tms/internal/freeport"
-
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tms-dev/tms/coordinator/internal/coordtest"
 	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/internal/freeport"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -145,14 +145,14 @@ func TestPostgresRestartDuringDrain(t *testing.T) {
 		}
 		return n
 	}
-	coordtest.Eventually(t, time.Minute, "a third of the tasks to run before the restart", func() bool { return completed() >= tasks/3 })
+	testkit.Eventually(t, time.Minute, "a third of the tasks to run before the restart", func() bool { return completed() >= tasks/3 })
 	started := time.Now()
 	pg.restart()
 	before := completed()
 	t.Logf("restarted PostgreSQL in %s; %d of %d tasks had completed", time.Since(started).Round(time.Millisecond), before, tasks)
 	require.Less(t, before, int64(tasks), "the restart happened mid-drain")
 
-	coordtest.Eventually(t, time.Minute, "every task to run after the restart", func() bool {
+	testkit.Eventually(t, time.Minute, "every task to run after the restart", func() bool {
 		total, _, err := b.Sch.CountTasks(ctx)
 		return err == nil && total == 0
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tms-dev/tms/coordinator/internal/coordtest"
 	"github.com/tms-dev/tms/coordinator/submit"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -105,7 +106,7 @@ wait
 	require.ErrorIs(t, err, os.ErrNotExist, "a job that never started has no log")
 
 	var child int
-	coordtest.Eventually(t, 30*time.Second, "the script to start its child", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the script to start its child", func() bool {
 		b, err := os.ReadFile(pidFile)
 		if err == nil {
 			_, err = fmt.Sscan(string(b), &child)
@@ -120,7 +121,7 @@ wait
 	require.Equal(t, -1, st.ExitCode, "killed by a signal")
 	require.Contains(t, st.Message, "did not stop within 200ms of SIGTERM and was killed")
 	require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH)
-	coordtest.Eventually(t, 10*time.Second, "the script's child to be killed with the group", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the script's child to be killed with the group", func() bool {
 		return coordtest.ProcessGone(child)
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tms-dev/tms/coordinator/internal/coordtest"
 	"github.com/tms-dev/tms/coordinator/submit"
 	"github.com/tms-dev/tms/internal/gravitinotest"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/policy"
 )
 
@@ -80,12 +81,12 @@ func gravRequest(id int64, sleepTenths, exit int) submit.JobRequest {
 func waitState(t *testing.T, s submit.Submitter, id string, want submit.JobState) submit.JobStatus {
 	t.Helper()
 	var st submit.JobStatus
-	require.Eventually(t, func() bool {
+	testkit.Eventually(t, 20*time.Second, fmt.Sprintf("run %s to be %s", id, want), func() bool {
 		var err error
 		st, err = s.Status(t.Context(), id)
 		require.NoError(t, err)
 		return st.State == want
-	}, 20*time.Second, 20*time.Millisecond, "run %s to be %s", id, want)
+	})
 	return st
 }
 

@@ -2,11 +2,12 @@ package submit
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tms-dev/tms/internal/testkit"
 )
 
 // TestLocalSubmitLedgerURLSecrets: a ledger URL goes through TMS_DB instead
@@ -35,7 +36,7 @@ func TestLocalSubmitFindsRunner(t *testing.T) {
 	exeDir, pathDir := t.TempDir(), t.TempDir()
 	exe := func() (string, error) { return filepath.Join(exeDir, "tms-coordinator"), nil }
 	onPath := filepath.Join(pathDir, RunnerBinaryName)
-	require.NoError(t, os.WriteFile(onPath, []byte("#!/bin/sh\n"), 0o755))
+	testkit.WriteExecutable(t, onPath, []byte("#!/bin/sh\n"))
 	lookPath := func(name string) (string, error) {
 		require.Equal(t, RunnerBinaryName, name)
 		return onPath, nil
@@ -47,7 +48,7 @@ func TestLocalSubmitFindsRunner(t *testing.T) {
 	require.Equal(t, onPath, got, "nothing beside the executable: PATH")
 
 	beside := filepath.Join(exeDir, RunnerBinaryName)
-	require.NoError(t, os.WriteFile(beside, []byte("#!/bin/sh\n"), 0o755))
+	testkit.WriteExecutable(t, beside, []byte("#!/bin/sh\n"))
 	got, err = resolveRunner("", exe, lookPath)
 	require.NoError(t, err)
 	require.Equal(t, beside, got, "beside the executable wins")

@@ -17,6 +17,7 @@ import (
 	"github.com/tms-dev/tms/coordinator/internal/coordtest"
 	"github.com/tms-dev/tms/coordinator/submit"
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 )
 
@@ -181,7 +182,7 @@ exit $code
 
 	running := 0
 	var ended []submit.JobStatus
-	coordtest.Eventually(t, 90*time.Second, "all three jobs to end", func() bool {
+	testkit.Eventually(t, 90*time.Second, "all three jobs to end", func() bool {
 		ended = ended[:0]
 		n := 0
 		for _, id := range ids {

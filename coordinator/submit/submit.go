@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/policy"
 )
 
@@ -16,7 +17,7 @@ var (
 	ErrUnknownJob = errors.New("unknown external job id")
 	// ErrInvalidJobRequest is wrapped by Submit's error for a request that
 	// cannot be submitted; the message names the field.
-	ErrInvalidJobRequest = errors.New("invalid job request")
+	ErrInvalidJobRequest = invalid.New("invalid job request")
 	// ErrSubmitterClosed is returned by Submit after the submitter was closed
 	// (the coordinator is shutting down).
 	ErrSubmitterClosed = errors.New("submitter closed")

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tms-dev/tms/internal/gravitinotest"
+	"github.com/tms-dev/tms/internal/testkit"
 )
 
 // script ignores SIGTERM if $TRAP is 1, writes its arguments and some
@@ -59,7 +60,7 @@ func newFixture(t *testing.T, cfg gravitinotest.Config) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "job.sh")
-	require.NoError(t, os.WriteFile(exe, []byte(script), 0o755))
+	testkit.WriteExecutable(t, exe, []byte(script))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "helper.sh"), []byte("# helper script\n"), 0o644))
 	if cfg.BaseEnv == nil {
 		cfg.BaseEnv = append(os.Environ(), "GRAVITINOTEST_BASE=from-base")

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tms-dev/tms/internal/gravitinotest"
+	"github.com/tms-dev/tms/internal/testkit"
 )
 
 // A registered shell template runs for real: the placeholders of its
@@ -193,7 +193,7 @@ func TestCloseStopsJobs(t *testing.T) {
 func TestExecutableKinds(t *testing.T) {
 	f := newFixture(t, gravitinotest.Config{})
 	plain := filepath.Join(f.dir, "plain.sh")
-	require.NoError(t, os.WriteFile(plain, []byte("echo \"$1\" > \"$OUT\"\n"), 0o755))
+	testkit.WriteExecutable(t, plain, []byte("echo \"$1\" > \"$OUT\"\n"))
 	require.NoError(t, f.s.RegisterTemplate("test", gravitinotest.JobTemplate{
 		Name: "plain", Executable: plain, Arguments: []string{"{{v}}"}, Environments: map[string]string{"OUT": "{{out}}"},
 	}))

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tms-dev/tms/coordinator/scheduler"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
@@ -149,18 +150,6 @@ func (b *Bundle) ScheduleN(kind string, n int) {
 	require.Equal(b.T, n, created)
 }
 
-// Eventually waits for cond, checking every few milliseconds, up to limit.
-func Eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // ManualNode is an engine on a ManualClock that only the test moves.
 type ManualNode struct {
 	*Node
@@ -178,7 +167,7 @@ const idleTimers = 2
 func (m *ManualNode) Quiesce(t *testing.T, b *Bundle) {
 	t.Helper()
 	m.Clock.WaitForTimers(idleTimers)
-	Eventually(t, 10*time.Second, "no row to be picked", func() bool {
+	testkit.Eventually(t, 10*time.Second, "no row to be picked", func() bool {
 		_, picked, err := b.Sch.CountTasks(b.Ctx)
 		require.NoError(t, err)
 		return picked == 0

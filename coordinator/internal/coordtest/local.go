@@ -21,6 +21,7 @@ import (
 
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/coordinator/submit"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 	"github.com/tms-dev/tms/testdata"
@@ -212,7 +213,7 @@ func Status(t *testing.T, s submit.Submitter, id string) submit.JobStatus {
 func WaitEnded(t *testing.T, s submit.Submitter, id string) submit.JobStatus {
 	t.Helper()
 	var st submit.JobStatus
-	Eventually(t, 60*time.Second, "job "+id+" to end", func() bool {
+	testkit.Eventually(t, 60*time.Second, "job "+id+" to end", func() bool {
 		st = Status(t, s, id)
 		return st.State.Terminal()
 	})
@@ -238,7 +239,7 @@ func EnvWithout(environ []string, name string) []string {
 func WriteScript(t *testing.T, body string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "runner.sh")
-	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755))
+	testkit.WriteExecutable(t, path, []byte("#!/bin/sh\n"+body))
 	return path
 }
 
