@@ -28,9 +28,17 @@
 // rewrite is rebuilt on the new head and committed, at most maxRebases
 // times, with the verifier and Hooks.BeforeCommit run again for every
 // attempt; a snapshot that removed an input file, added a delete file that
-// may apply to one, or a schema or spec change ends it conflict. The other
-// types check drift.Check against S0 and then Hooks.BeforeCommit before
-// each commit.
+// may apply to one, or a schema or spec change ends it conflict. Manifest
+// rewrite and snapshot expiry, which write only metadata, plan again on the
+// new metadata when the table changed before their commit, at most
+// maxRebases times, and end ended-drift when the head no longer descends
+// from their base; Hooks.BeforeCommit runs before every attempt.
+//
+// A commit that returned an error is judged by the table, not by the error
+// (lostanswer.go): a REST catalog may apply a commit and lose its answer.
+// The chain reloads the table; one that holds what an attempt staged is
+// that commit landed, and the type goes on as after any commit. Otherwise a
+// REST 5xx or a transport failure is tried again within the same budget.
 //
 // A dry run decides and plans but writes and deletes nothing; every type
 // that would work ends skipped with a reason starting "dry run: would".
@@ -128,9 +136,12 @@
 // warehouse when the caller passes Options.Warehouse, has only its folders
 // listed and nothing counted. Scope location lists the whole location as
 // Iceberg Java does, and is refused for a table at such a root and for a
-// table whose data or metadata path lies outside its location. Known gap:
-// a table created inside this table's data/ folder lies in one of its own
-// folders and is not protected yet. The listing skips hidden names as
+// table whose data or metadata path lies outside its location. Under
+// either scope nothing below another table's root is planned: a listed
+// folder holding table metadata that is not this table's
+// (orphanforeign.go), another registered table's recorded location, and the
+// files another registered table references under its recorded outside
+// folders (orphanbrought.go) are left alone. The listing skips hidden names as
 // Iceberg Java's DeleteOrphanFiles does (a name starting with "_" or ".",
 // unless it starts with "<field>=" for a partition field of any spec whose
 // name starts that way), and compares canonical paths

@@ -1,7 +1,8 @@
 // Package drift answers the runner's question between sampling and working:
-// "has the table's HEAD moved since snapshot S0 was sampled?" (DESIGN.md, The
-// runner, step 2). It classifies what happened — nothing, new snapshots on top
-// of S0, a rewind, a drop, a re-creation — so the runner can end the current
+// "has the table's HEAD moved since snapshot S0 was sampled?" (see
+// docs/architecture.md, the chain's drift rule). It classifies what
+// happened — nothing, new snapshots on top of S0, a rewind, a drop, a
+// re-creation — so the runner can end the current
 // maintenance type with `ended-drift` and say why.
 //
 // It owns only reading table metadata through a catalog. It must never write

@@ -13,6 +13,8 @@
 // ParseOrphans. Neither parses policy JSON itself.
 //
 // What it must not do: touch tables, catalogs or databases, or know about
-// jobs, ledgers and schedulers. It imports no TMS package, so both sides can
-// import it.
+// jobs, ledgers and schedulers. Of TMS's packages it imports only sampler
+// (the metrics a policy decides from, Decide) and the internal location and
+// invalid packages, none of which reach back into the coordinator or the
+// runner, so both sides can import it.
 package policy

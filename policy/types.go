@@ -75,7 +75,7 @@ func JoinTypes(ts []Type) string {
 }
 
 // gravitinoTypes maps Gravitino's policy types to maintenance types, in chain
-// order (see DESIGN.md, Policies).
+// order (see docs/policies.md).
 var gravitinoTypes = []struct {
 	name string
 	typ  Type

@@ -1,5 +1,5 @@
 // Package sampler computes the health metrics of an Iceberg table at one
-// snapshot (DESIGN.md, Metrics): file counts, small files, the one-sided data
+// snapshot (docs/architecture.md, Metrics): file counts, small files, the one-sided data
 // file MSE against the target file size, manifest and snapshot counts, and the
 // number of partitions.
 //

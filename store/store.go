@@ -254,7 +254,7 @@ type SnapshotMetrics struct {
 	TableID    int64
 	PolicyID   int64 // NoPolicy (0) if not tied to a policy
 	SnapshotID int64
-	// Value is a JSON object (see DESIGN.md, Metrics). Anything else is
+	// Value is a JSON object (see docs/architecture.md, Metrics). Anything else is
 	// rejected with ErrInvalidArgument. Read back it is semantically equal,
 	// not necessarily byte-equal (PostgreSQL normalises jsonb).
 	Value json.RawMessage

@@ -55,7 +55,7 @@ type TableSort string
 // The orders of ListTableHealth. Each ends with the table id, ascending, so
 // every order is total: while the ledger holds still, pages neither repeat
 // nor skip a table. The metric sorts order by one metric of the latest
-// metrics (see DESIGN.md, Metrics); a metric that is absent or not a number
+// metrics (see docs/architecture.md, Metrics); a metric that is absent or not a number
 // sorts as missing.
 const (
 	// SortHealth, the default, puts unhealthy tables first: tables whose
@@ -95,7 +95,7 @@ func TableSorts() []TableSort {
 }
 
 // latestMetricColumns are the columns of table_latest_metrics that hold a
-// metric of metrics_value (DESIGN.md, Metrics) as a number, NULL when the
+// metric of metrics_value (docs/architecture.md, Metrics) as a number, NULL when the
 // metric is absent or not a number: the sort keys of the tables page.
 // Migration 0010 creates and fills them with the same rule as
 // latestMetricsUpsertSQL.
