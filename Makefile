@@ -12,6 +12,12 @@ SCALE ?= 1
 BENCH_TIME ?= 10x
 LEDGER_ROWS ?= 10000
 BENCH_TASKS ?= 20000
+# The scheduler's side-by-side anchor: a small Go program (not part of this
+# repository) that drains no-op jobs with River (github.com/riverqueue/river)
+# on the same PostgreSQL and prints `river_jobs_per_sec=N` last, taking
+# -db, -schema, -jobs, -nodes and -workers. Point RIVER_BASELINE at a
+# checkout of one; without it `make bench` prints TMS's own drain rate and
+# says the ratio was skipped.
 RIVER_BASELINE ?= ../shared/bench/river-baseline
 DEMO_TABLES ?= tms.small_files tms.partitioned tms.deletes tms.many_snapshots tms.orphans
 RSS_ROWS ?= 10000
@@ -120,9 +126,13 @@ bench: dbcheck build $(WEED) $(WEED_TOUCH) ## Benchmarks: sampler vs PlanFiles, 
 	@# (Output is captured, then printed: `tee /dev/stderr` would truncate a stderr redirected to a file.)
 	@out=$$(bin/tms-coordinator bench --db "$(TMS_TEST_DATABASE_URL)" --schema tms_bench --tasks $(BENCH_TASKS) --nodes 2 --threads 8) && echo "$$out" && \
 	  tms=$$(echo "$$out" | tail -1 | cut -d= -f2) && \
-	  out=$$(cd $(RIVER_BASELINE) && $(GO) run . -db "$(TMS_TEST_DATABASE_URL)" -schema river_bench -jobs $(BENCH_TASKS) -nodes 2 -workers 8) && echo "$$out" && \
-	  river=$$(echo "$$out" | tail -1 | cut -d= -f2) && \
-	  awk -v t="$$tms" -v r="$$river" 'BEGIN { printf "tms_vs_river_ratio=%.2f\n", t / r }'
+	  if [ ! -d "$(RIVER_BASELINE)" ]; then \
+	    echo "tms_vs_river_ratio skipped: no River baseline at $(RIVER_BASELINE) (set RIVER_BASELINE, see the Makefile)"; \
+	  else \
+	    out=$$(cd $(RIVER_BASELINE) && $(GO) run . -db "$(TMS_TEST_DATABASE_URL)" -schema river_bench -jobs $(BENCH_TASKS) -nodes 2 -workers 8) && echo "$$out" && \
+	    river=$$(echo "$$out" | tail -1 | cut -d= -f2) && \
+	    awk -v t="$$tms" -v r="$$river" 'BEGIN { printf "tms_vs_river_ratio=%.2f\n", t / r }'; \
+	  fi
 	$(GO) test -run '^$$' -bench 'Expand100k|CommitEnqueue50k' -benchtime 1x -timeout 30m ./coordinator/flow/
 	@# Commit ingress: webhook events/s with 64 clients; commit → claim latency with NOTIFY, then with 10 s polling.
 	$(GO) test -run '^$$' -bench WebhookIngest -benchtime 20000x -timeout 10m ./coordinator/httpapi/
