@@ -27,7 +27,7 @@ DEMO_SERVE_SECONDS ?= 10
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build test demo bench fuzz histories docs testdata lint dbcheck clean weed
+.PHONY: help build check test demo bench fuzz histories docs testdata lint dbcheck clean weed
 
 # SeaweedFS (S3 gateway + Iceberg REST catalog) for the object-storage tests,
 # built from its pinned Go module in tools/seaweedfs (about 5 minutes cold).
@@ -58,6 +58,11 @@ $(WEED): tools/seaweedfs/go.mod tools/seaweedfs/go.sum
 
 $(WEED_TOUCH): tools/seaweedfs/go.mod tools/seaweedfs/go.sum tools/seaweedfs/weedtouch/main.go
 	cd tools/seaweedfs && $(GO) build -o $(abspath $(WEED_TOUCH)) ./weedtouch
+
+check: ## The edit loop, no service needed: go vet, gofmt, and the unit tests under -short (those that need PostgreSQL, SeaweedFS or Chromium skip; make test runs them).
+	$(GO) vet ./... ./testdata/
+	@out=$$(gofmt -l $$(git ls-files '*.go')) && if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) test -short -count=1 -timeout 5m ./... ./testdata/
 
 test: dbcheck $(WEED) $(WEED_TOUCH) ## Run every test with the race detector (needs PostgreSQL, see README; builds SeaweedFS once).
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 12m ./... ./testdata/

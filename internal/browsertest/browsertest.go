@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tms-dev/tms/internal/freeport"
+	"github.com/tms-dev/tms/internal/testkit"
 )
 
 // The binaries Debian installs.
@@ -50,6 +51,7 @@ type Element struct {
 // the test. Screenshots go to shotDir (created).
 func Start(t testing.TB, shotDir string) *Browser {
 	t.Helper()
+	testkit.NeedsService(t, "Chromium")
 	for _, p := range []string{ChromiumPath, ChromeDriverPath} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("browsertest: %s is missing (apt-get install -y chromium chromium-driver): %v", p, err)

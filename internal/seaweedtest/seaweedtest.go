@@ -34,6 +34,7 @@ import (
 
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/internal/freeport"
+	"github.com/tms-dev/tms/internal/testkit"
 )
 
 // Bucket is the table bucket the REST catalog serves as its warehouse.
@@ -89,6 +90,7 @@ var errPortTaken = errors.New("a port was taken before weed bound it")
 // REST catalog answers a signed request, and stops it when t ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	testkit.NeedsService(t, "SeaweedFS")
 	bin, err := Binary()
 	if err != nil {
 		t.Fatal(err)

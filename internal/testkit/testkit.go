@@ -41,3 +41,14 @@ func WriteExecutable(t testing.TB, path string, body []byte) {
 		t.Fatalf("write executable %s: %v", path, err)
 	}
 }
+
+// NeedsService marks a test that needs a service (PostgreSQL, SeaweedFS,
+// Chromium). Under `go test -short` (make check, the edit loop that runs
+// without services) the test is skipped, saying so; in make test, which
+// never passes -short, it always runs, and a missing service fails it.
+func NeedsService(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s: make test runs it", what)
+	}
+}

@@ -8,9 +8,10 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/tms-dev/tms/internal/freeport"
-
 	"github.com/stretchr/testify/require"
+
+	"github.com/tms-dev/tms/internal/freeport"
+	"github.com/tms-dev/tms/internal/testkit"
 )
 
 // PrivatePostgres is a PostgreSQL server of its own, started by a test on a
@@ -32,6 +33,7 @@ type PrivatePostgres struct {
 // initdb requires.
 func StartPrivatePostgres(t testing.TB) *PrivatePostgres {
 	t.Helper()
+	testkit.NeedsService(t, "PostgreSQL's binaries")
 	bin := postgresBinDir(t)
 	dir, err := os.MkdirTemp("", "tms-private-pg-")
 	require.NoError(t, err)
