@@ -76,6 +76,18 @@ func (b *bundle) job(t *testing.T, policyID int64, types ...policy.Type) store.J
 	return j
 }
 
+// cleanOrphans runs an orphan-cleanup job on the bundle's table, requires
+// it done, and returns its plan.
+func (b *bundle) cleanOrphans(t *testing.T) *chain.OrphanPlan {
+	t.Helper()
+	j := b.job(t, 1, policy.OrphanCleanup)
+	rep, err := RunJob(b.ctx, b.st, j.ID, j.Fence, Options{Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	require.Len(t, rep.Types, 1)
+	require.Equal(t, chain.Done, rep.Types[0].Outcome, "%s %s", rep.Types[0].Reason, rep.Types[0].Err)
+	return rep.Types[0].Detail.(*chain.OrphanPlan)
+}
+
 // tableView is the table as a test compares it.
 type tableView struct {
 	uuid string
@@ -287,15 +299,10 @@ func TestOrphanCleanupLeavesRegisteredTables(t *testing.T) {
 	require.NoError(t, b.st.RecordTableFacts(b.ctx, gone.ID, store.TableFacts{Location: "file://" + filepath.Dir(dataDir), GCEnabled: true}))
 	before := b.load(t)
 
-	j := b.job(t, 1, policy.OrphanCleanup)
-	rep, err := RunJob(b.ctx, b.st, j.ID, j.Fence, Options{Log: zaptest.NewLogger(t)})
-	require.NoError(t, err)
-	require.Len(t, rep.Types, 1)
-	require.Equal(t, chain.Done, rep.Types[0].Outcome, "%s %s", rep.Types[0].Reason, rep.Types[0].Err)
+	d := b.cleanOrphans(t)
 	for _, p := range theirs {
 		require.FileExists(t, p, "the registered table's file is left alone")
 	}
-	d := rep.Types[0].Detail.(*chain.OrphanPlan)
 	require.Len(t, d.OtherTables, 1)
 	require.Equal(t, innerLoc, d.OtherTables[0].Root)
 	require.Equal(t, 2, d.OtherTables[0].Files)
@@ -336,13 +343,8 @@ func TestOrphanCleanupKeepsFolderOfAnotherIncarnation(t *testing.T) {
 	require.NoError(t, b.st.RecordOutsideFolders(b.ctx, guest.ID, []string{"file://" + folder}))
 	before := b.load(t)
 
-	j := b.job(t, 1, policy.OrphanCleanup)
-	rep, err := RunJob(b.ctx, b.st, j.ID, j.Fence, Options{Log: zaptest.NewLogger(t)})
-	require.NoError(t, err)
-	require.Len(t, rep.Types, 1)
-	require.Equal(t, chain.Done, rep.Types[0].Outcome, "%s %s", rep.Types[0].Reason, rep.Types[0].Err)
+	d := b.cleanOrphans(t)
 	require.FileExists(t, imported)
-	d := rep.Types[0].Detail.(*chain.OrphanPlan)
 	require.Empty(t, d.ReferencedByOtherTables)
 	require.Len(t, d.OtherTables, 1)
 	require.Equal(t, "file://"+folder, d.OtherTables[0].Root)

@@ -20,13 +20,7 @@ func (s *postgresStore) CloseJob(ctx context.Context, id int64, f Finish) (Job, 
 			SET fence = fence + 1, status = $2, after_snapshot_id = $3, error = nullif($4, ''), finished_at = $5, outcomes = $6::jsonb
 			WHERE id = $1 AND finished_at IS NULL
 			RETURNING table_id
-		), w AS (
-			UPDATE scheduled_tasks SET execution_time = least(execution_time, $5), wait_for = NULL
-			WHERE wait_for = '`+tableWaitPrefix+`' || (SELECT table_id FROM u)::text AND NOT picked
-			RETURNING task_name
-		), n AS (
-			SELECT pg_notify(`+pgTaskChannel+`, name) FROM (SELECT DISTINCT task_name AS name FROM w) d
-		)
+		), `+pgWakeWaiting("$5")+`
 		SELECT EXISTS (SELECT 1 FROM u), EXISTS (SELECT 1 FROM table_maintenance_job WHERE id = $1), (SELECT count(*) FROM n)`,
 		id, string(f.Status), f.AfterSnapshotID, f.Error, at, nullJSON(f.Outcomes)).
 		Scan(&updated, &exists, new(int64))
@@ -58,12 +52,7 @@ func (s *sqliteStore) CloseJob(ctx context.Context, id int64, f Finish) (Job, er
 		}
 		if updated = n == 1; updated {
 			exists = true
-			// As FinishJob: the tasks waiting for the table are due now.
-			_, err = tx.ExecContext(ctx, `
-				UPDATE scheduled_tasks SET execution_time = min(execution_time, ?2), wait_for = NULL
-				WHERE wait_for = '`+tableWaitPrefix+`' || (SELECT table_id FROM table_maintenance_job WHERE id = ?1) AND picked = 0`,
-				id, at)
-			return err
+			return sqliteWakeWaiting(ctx, tx, id, at)
 		}
 		err = tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM table_maintenance_job WHERE id = ?1)`, id).Scan(&exists)
 		return err

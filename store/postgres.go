@@ -126,13 +126,7 @@ func (s *postgresStore) FinishJob(ctx context.Context, id, fence int64, f Finish
 			SET status = $3, after_snapshot_id = $4, error = nullif($5, ''), finished_at = $6, outcomes = $7::jsonb
 			WHERE id = $1 AND fence = $2 AND finished_at IS NULL
 			RETURNING table_id
-		), w AS (
-			UPDATE scheduled_tasks SET execution_time = least(execution_time, $6), wait_for = NULL
-			WHERE wait_for = '`+tableWaitPrefix+`' || (SELECT table_id FROM u)::text AND NOT picked
-			RETURNING task_name
-		), n AS (
-			SELECT pg_notify(`+pgTaskChannel+`, name) FROM (SELECT DISTINCT task_name AS name FROM w) d
-		)
+		), `+pgWakeWaiting("$6")+`
 		SELECT EXISTS (SELECT 1 FROM u), j.id IS NOT NULL, coalesce(j.fence, 0), j.finished_at IS NOT NULL,
 			(SELECT count(*) FROM n)
 		FROM (SELECT 1) AS one
@@ -146,6 +140,20 @@ func (s *postgresStore) FinishJob(ctx context.Context, id, fence int64, f Finish
 		return nil
 	}
 	return fenceError("finish job", id, fence, exists, current, finished)
+}
+
+// pgWakeWaiting is the tail of a WITH that finished a job row in CTE u
+// (RETURNING table_id): the CTEs w and n make the tasks waiting for that
+// table due at the time in parameter at, and tell the nodes (n counts the
+// notifications).
+func pgWakeWaiting(at string) string {
+	return `w AS (
+			UPDATE scheduled_tasks SET execution_time = least(execution_time, ` + at + `), wait_for = NULL
+			WHERE wait_for = '` + tableWaitPrefix + `' || (SELECT table_id FROM u)::text AND NOT picked
+			RETURNING task_name
+		), n AS (
+			SELECT pg_notify(` + pgTaskChannel + `, name) FROM (SELECT DISTINCT task_name AS name FROM w) d
+		)`
 }
 
 // nullJSON passes empty JSON as SQL NULL and anything else as JSON text.

@@ -227,16 +227,21 @@ func (s *sqliteStore) FinishJob(ctx context.Context, id, fence int64, f Finish) 
 	at := sqliteTime(orNow(f.At, s.now))
 	// The row's table is free once it is finished: the tasks waiting for
 	// it are made due in the same transaction (nodes find them by polling).
-	wake := func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `
-			UPDATE scheduled_tasks SET execution_time = min(execution_time, ?2), wait_for = NULL
-			WHERE wait_for = '`+tableWaitPrefix+`' || (SELECT table_id FROM table_maintenance_job WHERE id = ?1) AND picked = 0`,
-			id, at)
-		return err
-	}
+	wake := func(tx *sql.Tx) error { return sqliteWakeWaiting(ctx, tx, id, at) }
 	return s.fencedThen(ctx, "finish job", id, fence, "", wake,
 		`status = ?3, after_snapshot_id = ?4, error = nullif(?5, ''), finished_at = ?6, outcomes = ?7`,
 		string(f.Status), f.AfterSnapshotID, f.Error, at, nullJSON(f.Outcomes))
+}
+
+// sqliteWakeWaiting makes the tasks waiting for the table of job row id
+// due at at, in the transaction that finished the row (nodes find them by
+// polling: SQLite has no NOTIFY).
+func sqliteWakeWaiting(ctx context.Context, tx *sql.Tx, id int64, at string) error {
+	_, err := tx.ExecContext(ctx, `
+		UPDATE scheduled_tasks SET execution_time = min(execution_time, ?2), wait_for = NULL
+		WHERE wait_for = '`+tableWaitPrefix+`' || (SELECT table_id FROM table_maintenance_job WHERE id = ?1) AND picked = 0`,
+		id, at)
+	return err
 }
 
 // sqliteError maps constraint failures that mean a bad argument (CHECK) to
