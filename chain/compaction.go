@@ -23,25 +23,25 @@ import (
 
 // Memory of a compaction. Readers decode data files into Arrow record
 // batches and a single encoder per file group writes them out; a buffer of
-// batches between them lets the scan workers run ahead of the encoder (the
-// 200×10k benchmark ran at 0.69× of the write-only baseline with 4 batches
-// of 10,000 rows, 0.93× with 64). The buffer is sized in bytes, not batches,
-// so that wide rows or big files do not multiply it:
+// batches between them lets the scan workers run ahead of the encoder (a
+// buffer of a few batches starves it; BenchmarkCompaction200x10k shows the effect).
+// The buffer is sized in bytes, not batches, so that wide rows or big files
+// do not multiply it:
 //
 //   - a batch holds about compactionBatchBytes of decoded data: its row count
 //     is compactionBatchBytes over the estimated decoded row width, between
 //     minBatchRows and iceberg-go's default of 131,072 (which alone, for a
 //     table of 128 MiB files, made 64 buffered batches take ~1 GB). Small
-//     batches cost the encoder: at 1 MiB the 200×10k benchmark's 10,000-row
-//     files were read as batches of 6,553 and 3,447 rows, and the chain ran
-//     at 20.2–20.8 MB/s over four runs against 22.1–24.5 MB/s over six with
-//     batches of 4 MiB, where each file is one batch (as it is at 2 MiB);
+//     batches cost the encoder, which does per-batch work: a batch size
+//     that splits a typical small file into two batches is measurably
+//     slower than one that reads it as one, so the default holds a
+//     10,000-row file of the benchmark tables in one batch;
 //   - the running groups together buffer about compactionBufferBytes, each
 //     at least minGroupBatchBuffer and at most maxGroupBatchBuffer batches.
 //
 // The decoded row width is estimated from the group's files as on-disk
 // bytes per row times decodedPerEncodedByte, a deliberately rough factor
-// (the test tables decode at 3–6× their parquet size).
+// (columnar compression makes decoded data several times its parquet size).
 const (
 	compactionBatchBytes  = 2 << 20
 	compactionBufferBytes = 24 << 20
@@ -278,9 +278,7 @@ func limitPartitions(groups []compaction.Group, n int) []compaction.Group {
 // procs to procs+2 running groups (within the limit) this takes the smallest
 // whose last round still has at least procs groups, or none left over: 5
 // groups on 2 CPUs run 3 then 2, 4 groups run 2 and 2, 7 run 4 then 3.
-// Measured on 5 equal groups, 2 CPUs: against iceberg-go's sequential
-// rewrite, 2 at a time gave 1.24–1.28×, 3 at a time 1.26–1.44×, all 5
-// 1.25–1.40×; running groups use 1.8, 1.9 and 1.9 CPUs.
+// More than procs+2 gains nothing (the CPUs are busy) and costs memory.
 func groupConcurrency(n, limit, procs int) int {
 	hi := max(1, min(limit, n))
 	if hi <= procs {

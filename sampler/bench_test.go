@@ -103,7 +103,7 @@ func BenchmarkSampleVsPlanFiles(b *testing.B) {
 	ctx := context.Background()
 	var ratio float64
 	for b.Loop() {
-		c, err := sampler.CompareWithPlanFiles(ctx, tbl, 5)
+		c, err := compareWithPlanFiles(ctx, tbl, 5)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -117,12 +117,12 @@ func TestCompareWithPlanFiles(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	tbl := b.create(t, "compare", nil)
-	_, err := sampler.CompareWithPlanFiles(b.ctx, tbl, 1)
+	_, err := compareWithPlanFiles(b.ctx, tbl, 1)
 	require.ErrorIs(t, err, sampler.ErrInvalidArgument, "an empty table has nothing to compare")
 
 	tbl = b.addFakeFiles(t, tbl, 1, 2, 3)
 	tbl = b.addFakeFiles(t, tbl, 4)
-	c, err := sampler.CompareWithPlanFiles(b.ctx, tbl, 2)
+	c, err := compareWithPlanFiles(b.ctx, tbl, 2)
 	require.NoError(t, err)
 	require.EqualValues(t, 4, c.DataFiles)
 	require.EqualValues(t, 2, c.Manifests)

@@ -42,9 +42,10 @@ func openPostgres(ctx context.Context, dbURL string, log *zap.Logger, now func()
 		cfg.ConnConfig.ConnectTimeout = pgConnectTimeout
 	}
 	// The store's statements are short; PostgreSQL's JIT, which starts on
-	// a planner cost estimate, only adds its compile time to them (15-20 ms
-	// on the console's tables page once about 20,000 tables push its
-	// estimate over jit_above_cost). A URL's own ?jit= wins.
+	// a planner cost estimate, only adds its compile time to them (the
+	// console's tables page crosses jit_above_cost on a ledger of tens of
+	// thousands of tables, and then pays more for compiling than for
+	// running). A URL's own ?jit= wins.
 	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
 		cfg.ConnConfig.RuntimeParams["jit"] = "off"
 	}

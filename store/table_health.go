@@ -25,14 +25,13 @@ import (
 //     one row per table instead of searching the metrics history.
 //   - The metrics the page sorts by are also columns of that row
 //     (latestMetricColumns), taken out of the JSON when the row is written.
-//     Reading them out of 10,000 JSON objects on every request cost about
-//     30 ms on PostgreSQL and 90 ms on SQLite, more than the rest of the
-//     page. A sort by another metric needs a migration that adds its
-//     column.
+//     Reading them out of every table's JSON object on every request cost
+//     more than the rest of the page together (BenchmarkConsolePages). A sort
+//     by another metric needs a migration that adds its column.
 //   - The health order needs to know which tables' last job failed or was
 //     lost. It starts from the failed and lost job rows (a partial index,
 //     migration 0010) and checks only those tables' newest row, instead of
-//     probing the newest row of all 10,000 (20 ms on PostgreSQL). The
+//     probing the newest row of every table. The
 //     status filter, which needs every table's last status, does probe
 //     each table's newest row, once, through the (table_id, id) index.
 //   - Pages are numbered by offset, not by a keyset cursor. No index serves

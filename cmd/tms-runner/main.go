@@ -14,9 +14,9 @@ import (
 // gcPercent is the runner's GOGC unless the environment sets one. A
 // compaction's heap is mostly large, short-lived Arrow and parquet buffers;
 // Go's default of 100 lets the heap grow to twice what is live before
-// collecting, which made the first compaction of 200 files × 10,000 rows
-// peak at ~400 MB RSS. At 50 the peak is about 1.5× the live heap, for a
-// few per cent more CPU in the collector.
+// collecting, which puts a compaction's peak RSS well over its working
+// set. At 50 the heap grows to 1.5× what is live, for a few per cent more
+// CPU in the collector.
 const gcPercent = 50
 
 func main() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -184,17 +185,12 @@ func (f *fixture) get(id string) gravitinotest.Job {
 // poll reads the job through the API until its status is want.
 func (f *fixture) poll(id string, want gravitinotest.Status) gravitinotest.Job {
 	f.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		j := f.get(id)
-		if j.Status == want {
-			return j
-		}
-		if time.Now().After(deadline) {
-			f.t.Fatalf("job %s is %s after 10s, want %s", id, j.Status, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var j gravitinotest.Job
+	testkit.Eventually(f.t, 30*time.Second, fmt.Sprintf("job %s to be %s", id, want), func() bool {
+		j = f.get(id)
+		return j.Status == want
+	})
+	return j
 }
 
 func (f *fixture) cancel(id string) gravitinotest.Job {
@@ -207,16 +203,10 @@ func (f *fixture) cancel(id string) gravitinotest.Job {
 // waitFile waits until path exists (the job's script has written it).
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not written after 10s", path)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 30*time.Second, path+" to be written", func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
 }
 
 func readLines(t *testing.T, path string) []string {

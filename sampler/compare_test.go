@@ -1,4 +1,4 @@
-package sampler
+package sampler_test
 
 import (
 	"context"
@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/tms-dev/tms/sampler"
 )
 
-// Comparison is the outcome of CompareWithPlanFiles: the mean wall time of
+// Comparison is the outcome of compareWithPlanFiles: the mean wall time of
 // one Sample and of one bare iceberg-go PlanFiles on the same snapshot.
 type Comparison struct {
 	// SnapshotID is the snapshot both were run against.
@@ -41,19 +43,18 @@ func (c Comparison) String() string {
 		c.SnapshotID, c.DataFiles, c.Manifests, c.Sample, c.PlanFiles, c.Ratio(), c.Iterations)
 }
 
-// CompareWithPlanFiles times Sample against iceberg-go's own scan planning
+// compareWithPlanFiles times Sample against iceberg-go's own scan planning
 // (the cheapest existing way to list a snapshot's files) on tbl's current
 // snapshot. Both run once untimed to warm the file system cache, then
 // iterations times each, interleaved so that drift in machine load affects
-// both alike. It is meant for benchmarks and `make bench`, not for production
-// paths: it reads every manifest 2·(iterations+1) times.
-func CompareWithPlanFiles(ctx context.Context, tbl *table.Table, iterations int) (Comparison, error) {
+// both alike. It reads every manifest 2·(iterations+1) times.
+func compareWithPlanFiles(ctx context.Context, tbl *table.Table, iterations int) (Comparison, error) {
 	if iterations <= 0 {
-		return Comparison{}, fmt.Errorf("%w: iterations %d must be positive", ErrInvalidArgument, iterations)
+		return Comparison{}, fmt.Errorf("%w: iterations %d must be positive", sampler.ErrInvalidArgument, iterations)
 	}
 	snap := tbl.CurrentSnapshot()
 	if snap == nil {
-		return Comparison{}, fmt.Errorf("%w: table %s has no current snapshot to compare on", ErrInvalidArgument, identString(tbl))
+		return Comparison{}, fmt.Errorf("%w: table %s has no current snapshot to compare on", sampler.ErrInvalidArgument, tbl.Location())
 	}
 	c := Comparison{SnapshotID: snap.SnapshotID, Iterations: iterations}
 	plan := func() error {
@@ -67,7 +68,7 @@ func CompareWithPlanFiles(ctx context.Context, tbl *table.Table, iterations int)
 		return nil
 	}
 	sample := func() error {
-		res, err := Sample(ctx, tbl, snap.SnapshotID, Options{})
+		res, err := sampler.Sample(ctx, tbl, snap.SnapshotID, sampler.Options{})
 		if err != nil {
 			return err
 		}
