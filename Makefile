@@ -81,8 +81,8 @@ fuzz: dbcheck ## Fuzz every parser a user feeds for FUZZ_TIME each (the checked-
 	$(GO) test -run '^$$' -fuzz '^FuzzPolicyDocument$$' -fuzztime $(FUZZ_TIME) ./policy/
 	$(GO) test -run '^$$' -fuzz '^FuzzCron$$' -fuzztime $(FUZZ_TIME) ./policy/
 	$(GO) test -run '^$$' -fuzz '^FuzzCommitEvents$$' -fuzztime $(FUZZ_TIME) ./coordinator/httpapi/
-	$(GO) test -run '^$$' -fuzz '^FuzzConfigFile$$' -fuzztime $(FUZZ_TIME) ./cmd/tms-coordinator/
-	$(GO) test -run '^$$' -fuzz '^FuzzConfigValue$$' -fuzztime $(FUZZ_TIME) ./cmd/tms-coordinator/
+	$(GO) test -run '^$$' -fuzz '^FuzzConfigFile$$' -fuzztime $(FUZZ_TIME) ./coordinator/config/
+	$(GO) test -run '^$$' -fuzz '^FuzzConfigValue$$' -fuzztime $(FUZZ_TIME) ./coordinator/config/
 	$(GO) test -run '^$$' -fuzz '^FuzzJobSpec$$' -fuzztime $(FUZZ_TIME) ./jobspec/
 
 lint: ## go vet and a gofmt check.

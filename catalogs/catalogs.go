@@ -79,8 +79,8 @@ func OpenLocal(ctx context.Context, dir string, create bool) (catalog.Catalog, e
 // SigV4 and has its keys in props is built with those keys (see
 // RestAccessKeyID).
 func Open(ctx context.Context, name string, props iceberg.Properties) (catalog.Catalog, error) {
-	if props["type"] == "" && props["uri"] == "" {
-		return nil, fmt.Errorf("%w: catalog %q: property \"type\" is required (e.g. --catalog-prop type=rest)", ErrInvalidArgument, name)
+	if err := CheckProps(name, props); err != nil {
+		return nil, err
 	}
 	cat, ok, err := openREST(ctx, name, props)
 	if !ok {
@@ -90,6 +90,15 @@ func Open(ctx context.Context, name string, props iceberg.Properties) (catalog.C
 		return nil, fmt.Errorf("open catalog %q: %w", name, err)
 	}
 	return cat, nil
+}
+
+// CheckProps refuses the properties Open refuses before it connects: a
+// catalog needs its "type" (or a "uri", which makes it a REST catalog).
+func CheckProps(name string, props iceberg.Properties) error {
+	if props["type"] == "" && props["uri"] == "" {
+		return fmt.Errorf("%w: catalog %q: property \"type\" is required (e.g. --catalog-prop type=rest)", ErrInvalidArgument, name)
+	}
+	return nil
 }
 
 // ParseProps turns repeated `key=value` flags into properties. An entry

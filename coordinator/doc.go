@@ -8,6 +8,7 @@
 //	scheduler  the generic engine: kinds, pools, claims, heartbeats, cron
 //	admin      operator actions on policies and attachments (CLI and API)
 //	httpapi    the HTTP server: probes, metrics, webhook, /v1 resources
+//	config     serve's configuration: flags, TMS_* variables, the file
 //
 // Policies are defined in package policy, the job spec in package jobspec,
 // and every SQL statement lives in package store.

@@ -340,30 +340,19 @@ func (j *jobRun) finish(ctx context.Context, rep chain.Report, runErr error) err
 	return nil
 }
 
-// outcome is one element of the outcomes column.
-type outcome struct {
-	Type             policy.Type   `json:"type"`
-	Outcome          chain.Outcome `json:"outcome"`
-	Reason           string        `json:"reason,omitempty"`
-	Error            string        `json:"error,omitempty"`
-	BeforeSnapshotID int64         `json:"before_snapshot_id,omitempty"`
-	AfterSnapshotID  int64         `json:"after_snapshot_id,omitempty"`
-	DurationMs       int64         `json:"duration_ms"`
-}
-
 // outcomes lists one outcome per type of the job: the chain's reports, then
 // every type the chain did not reach. Types that never ran because the job
 // could not start are failed with that error; types after a chain that
 // stopped early are skipped ("not run").
-func (j *jobRun) outcomes(rep chain.Report, runErr error) []outcome {
-	out := make([]outcome, 0, len(j.job.Types))
+func (j *jobRun) outcomes(rep chain.Report, runErr error) []store.Outcome {
+	out := make([]store.Outcome, 0, len(j.job.Types))
 	ran := map[policy.Type]bool{}
 	for _, t := range rep.Types {
 		ran[t.Type] = true
-		out = append(out, outcome{
-			Type: t.Type, Outcome: t.Outcome, Reason: t.Reason, Error: t.Err,
+		out = append(out, store.Outcome{
+			Type: string(t.Type), Outcome: string(t.Outcome), Reason: t.Reason, Error: t.Err,
 			BeforeSnapshotID: t.BeforeSnapshotID, AfterSnapshotID: t.AfterSnapshotID,
-			DurationMs: t.Duration.Milliseconds(),
+			DurationMs: durationMs(t.Duration),
 		})
 	}
 	for _, name := range j.job.Types {
@@ -371,23 +360,31 @@ func (j *jobRun) outcomes(rep chain.Report, runErr error) []outcome {
 		if ran[t] {
 			continue
 		}
-		out = append(out, j.notRun(t, runErr))
+		o := j.notRun(t, runErr)
+		o.DurationMs = durationMs(0)
+		out = append(out, o)
 	}
 	return out
+}
+
+// durationMs is an outcome's duration_ms, which the runner always records.
+func durationMs(d time.Duration) *int64 {
+	ms := d.Milliseconds()
+	return &ms
 }
 
 // notRun is the outcome of a type the chain did not reach. If the job could
 // not start, the type is failed with that error — except when the error is
 // another type's bad policy, which fails that type alone and skips the rest.
-func (j *jobRun) notRun(t policy.Type, runErr error) outcome {
+func (j *jobRun) notRun(t policy.Type, runErr error) store.Outcome {
 	if j.chainStart || runErr == nil {
-		return outcome{Type: t, Outcome: chain.Skipped, Reason: "not run: the chain stopped early"}
+		return store.Outcome{Type: string(t), Outcome: string(chain.Skipped), Reason: "not run: the chain stopped early"}
 	}
 	var pe *jobspec.PolicyError
 	if errors.As(runErr, &pe) && pe.Type != t {
-		return outcome{Type: t, Outcome: chain.Skipped, Reason: fmt.Sprintf("not run: the %s policy is invalid", pe.Type)}
+		return store.Outcome{Type: string(t), Outcome: string(chain.Skipped), Reason: fmt.Sprintf("not run: the %s policy is invalid", pe.Type)}
 	}
-	return outcome{Type: t, Outcome: chain.Failed, Reason: "not run: the job could not start", Error: runErr.Error()}
+	return store.Outcome{Type: string(t), Outcome: string(chain.Failed), Reason: "not run: the job could not start", Error: runErr.Error()}
 }
 
 // failedTypes summarises the failed types of a report for the error column.

@@ -261,10 +261,10 @@ func TestInterruptedJobIsClosedCancelled(t *testing.T) {
 }
 
 // outcomesOf decodes a row's outcomes column.
-func outcomesOf(t *testing.T, j store.Job) []outcome {
+func outcomesOf(t *testing.T, j store.Job) []store.Outcome {
 	t.Helper()
-	var out []outcome
-	require.NoError(t, json.Unmarshal(j.Outcomes, &out))
+	out, err := j.DecodeOutcomes()
+	require.NoError(t, err)
 	return out
 }
 

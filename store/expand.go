@@ -12,7 +12,7 @@ import (
 )
 
 // Expander is the one-statement pick of a cursor-driven fan-out task (a
-// policy-expand): both backends implement it; ExpanderOf returns it.
+// policy-expand): both backends implement it, and Store embeds it.
 type Expander interface {
 	// CompleteExpand enqueues one batch of e and completes the claim in
 	// one atomic step, guarded by claim.Version (a stale claim changes
@@ -38,6 +38,8 @@ type ExpandMove struct {
 
 // ExpanderOf returns the expand API of s; ErrInvalidArgument for a store
 // that has none (a test double).
+//
+// Deprecated: a Store is an Expander; use it directly.
 func ExpanderOf(s Store) (Expander, error) {
 	x, ok := s.(Expander)
 	if !ok {

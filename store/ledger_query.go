@@ -11,8 +11,7 @@ import (
 // This file holds the ledger reads of the HTTP API: job rows filtered by
 // table, status and creation time, and the registered tables with their
 // last job and latest metrics. LedgerQueries is implemented here once for
-// both backends, on sqlStore's seam (sqlstore.go); LedgerQueriesOf reaches
-// it from a Store.
+// both backends, on sqlStore's seam (sqlstore.go); Store embeds it.
 
 // MaxQueryLimit bounds one QueryJobs or ListTableStatus page.
 const MaxQueryLimit = 1000
@@ -70,6 +69,8 @@ type LedgerQueries interface {
 
 // LedgerQueriesOf returns the ledger read API of s. Both backends implement
 // it; an ErrInvalidArgument error means s is some other Store.
+//
+// Deprecated: a Store is a LedgerQueries; use it directly.
 func LedgerQueriesOf(s Store) (LedgerQueries, error) {
 	q, ok := s.(LedgerQueries)
 	if !ok {

@@ -58,6 +58,8 @@ type PlanReads interface {
 
 // PlanReadsOf returns the plan reads of s. Both backends implement them; an
 // ErrInvalidArgument error means s is some other Store.
+//
+// Deprecated: a Store is a PlanReads; use it directly.
 func PlanReadsOf(s Store) (PlanReads, error) {
 	r, ok := s.(PlanReads)
 	if !ok {

@@ -13,8 +13,8 @@ import (
 
 // This file declares the policy API: policies with versioned content
 // (policy, policy_version) and where they are attached (policy_attachment).
-// policy_ops.go implements Policies once for both backends; PoliciesOf
-// reaches it from a Store.
+// policy_ops.go implements Policies once for both backends; Store embeds
+// it.
 //
 // The store does not know what a policy's content means: it stores a JSON
 // object and the policy type as text. Package coordinator validates both
@@ -232,6 +232,8 @@ type Policies interface {
 
 // PoliciesOf returns the policy API of s. Both backends implement it; an
 // ErrInvalidArgument error means s is some other Store (a test double).
+//
+// Deprecated: a Store is a Policies; use it directly.
 func PoliciesOf(s Store) (Policies, error) {
 	p, ok := s.(Policies)
 	if !ok {
@@ -363,8 +365,7 @@ func TablesScanWindow(limit int) int { return max(10*limit, 100) }
 // would filter every row above the cursor and sort them on each call. The
 // attachment EXISTS ends in d.noPullUp(): as a hash semi join PostgreSQL
 // lost the window's id order, so every call filtered all of the scan window
-// and sorted it (5.4 ms for a batch of 100 out of 100,000 tables) instead
-// of stopping at the limit (1.8 ms).
+// and sorted it instead of stopping at the limit.
 func tablesForPolicySQL(d sqlDialect) string {
 	p := d.param
 	return `

@@ -211,7 +211,8 @@ type Job struct {
 	// what was stored, not necessarily byte-equal (PostgreSQL normalises jsonb).
 	Spec json.RawMessage
 	// Outcomes is the per-type outcome list FinishJob recorded (a JSON
-	// array), nil if none. Semantically equal to what was stored.
+	// array of Outcome; see DecodeOutcomes), nil if none. Semantically
+	// equal to what was stored.
 	Outcomes  json.RawMessage
 	CreatedAt time.Time // UTC
 	StartedAt time.Time // UTC; zero until StartJob
@@ -239,10 +240,9 @@ type Finish struct {
 	AfterSnapshotID *int64
 	// Error is the failure message; empty for none.
 	Error string
-	// Outcomes is the per-type outcome list, a JSON array (one object per
-	// maintenance type: type, outcome, reason, error, before and after
-	// snapshot, duration_ms). Optional; nil stores NULL. Anything that is not
-	// a JSON array is rejected with ErrInvalidArgument.
+	// Outcomes is the per-type outcome list, a JSON array of Outcome (one
+	// per maintenance type of the row). Optional; nil stores NULL. Anything
+	// that is not a JSON array is rejected with ErrInvalidArgument.
 	Outcomes json.RawMessage
 	// At is the finish time. Zero means the store's clock now.
 	At time.Time
@@ -263,9 +263,21 @@ type SnapshotMetrics struct {
 	RecordedAt time.Time
 }
 
-// Store is the ledger. Implementations are safe for concurrent use by many
-// goroutines. Times go in and come out in UTC, truncated to microseconds.
+// Store is the ledger and everything else TMS keeps in its database: the
+// job ledger itself (the methods below), the task table (Scheduler), the
+// policies (Policies), the policy-expand pick (Expander), the operators'
+// reads (LedgerQueries) and the plan's bulk reads (PlanReads). Both backends
+// implement all of it; the capability interfaces stay named types so that a
+// caller that needs one of them can take just that. Implementations are safe
+// for concurrent use by many goroutines. Times go in and come out in UTC,
+// truncated to microseconds.
 type Store interface {
+	Scheduler
+	Policies
+	Expander
+	LedgerQueries
+	PlanReads
+
 	// Backend returns "postgres" or "sqlite".
 	Backend() string
 	// Close releases the database connections. The Store must not be used

@@ -9,18 +9,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/tms-dev/tms/store"
-	"github.com/tms-dev/tms/store/storetest"
 )
-
-func TestTableHealthPostgres(t *testing.T) {
-	t.Parallel()
-	storetest.ExerciseTableHealth(t, func(t *testing.T) store.Store { return openMigrated(t, pgSchemaURL(t)) })
-}
-
-func TestTableHealthSQLite(t *testing.T) {
-	t.Parallel()
-	storetest.ExerciseTableHealth(t, func(t *testing.T) store.Store { return openMigrated(t, sqliteURL(t)) })
-}
 
 // A database at version 9 has metrics rows but no table_latest_metrics;
 // 0010 fills it with each table's newest row, by recorded_at, then policy
@@ -52,9 +41,7 @@ func TestMigration10BackfillsLatestMetrics(t *testing.T) {
 			s, err := store.Open(ctx, dbURL, nil)
 			require.NoError(t, err)
 			defer s.Close()
-			q, err := store.LedgerQueriesOf(s)
-			require.NoError(t, err)
-			page, err := q.ListTableHealth(ctx, store.TableHealthQuery{Limit: 10})
+			page, err := s.ListTableHealth(ctx, store.TableHealthQuery{Limit: 10})
 			require.NoError(t, err)
 			require.Equal(t, 3, page.Total)
 			var order []int64

@@ -10,8 +10,7 @@ import (
 
 // This file declares the coordinator's task table API (scheduled_tasks in
 // the db-scheduler layout, and coordinator_node). Both backends implement
-// Scheduler in tasks_postgres.go and tasks_sqlite.go; TasksOf reaches it from
-// a Store.
+// Scheduler in tasks_postgres.go and tasks_sqlite.go; Store embeds it.
 
 // TaskKey identifies one row of scheduled_tasks.
 type TaskKey struct {
@@ -277,6 +276,8 @@ var ErrNotSupported = errors.New("not supported by this backend")
 
 // TasksOf returns the task table API of s. Both backends implement it; an
 // ErrInvalidArgument error means s is some other Store (a test double).
+//
+// Deprecated: a Store is a Scheduler; use it directly.
 func TasksOf(s Store) (Scheduler, error) {
 	sch, ok := s.(Scheduler)
 	if !ok {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/internal/testkit"
-	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
 
@@ -43,10 +42,8 @@ func TestAttachmentsCheckedAgainstNodeCatalogs(t *testing.T) {
 	require.NoError(t, os.WriteFile(tokenFile, []byte(admin), 0o600))
 	n := serve(t, db, dir, "--node-id", "att-1", "--admin-token", "file:"+tokenFile)
 	st := ledger(t, db)
-	sch, err := store.TasksOf(st)
-	require.NoError(t, err)
 	testkit.Eventually(t, time.Minute, "the node to record its catalogs", func() bool {
-		ns, err := sch.ListNodes(t.Context())
+		ns, err := st.ListNodes(t.Context())
 		require.NoError(t, err)
 		return len(ns) == 1 && slices.Equal(ns[0].Catalogs, []string{"local"})
 	})

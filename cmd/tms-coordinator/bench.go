@@ -65,11 +65,7 @@ func runBench(ctx context.Context, env cli.Env) error {
 			return classify(err)
 		}
 		defer s.Close()
-		sch, err := store.TasksOf(s)
-		if err != nil {
-			return err
-		}
-		engines[i], err = scheduler.New(sch, scheduler.Config{
+		engines[i], err = scheduler.New(s, scheduler.Config{
 			NodeID:       fmt.Sprintf("bench-%d", i),
 			Pools:        map[string]int{benchKind: threads},
 			PollInterval: time.Second,
@@ -79,7 +75,7 @@ func runBench(ctx context.Context, env cli.Env) error {
 			return err
 		}
 		if i == 0 {
-			if err := insertBenchTasks(ctx, sch, tasks); err != nil {
+			if err := insertBenchTasks(ctx, s, tasks); err != nil {
 				return err
 			}
 		}

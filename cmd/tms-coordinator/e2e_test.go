@@ -293,8 +293,6 @@ func TestServeCommitBurst(t *testing.T) {
 	st := ledger(t, db)
 	tbl := registered(t, st, name)
 
-	sch, err := store.TasksOf(st)
-	require.NoError(t, err)
 	start := time.Now()
 	code, out, stderr := run(t, "enqueue-commit", "--db", db, "--table", "local."+name, "--commit-delay", "2s")
 	require.Equal(t, cli.ExitOK, code, stderr)
@@ -306,7 +304,7 @@ func TestServeCommitBurst(t *testing.T) {
 			defer wg.Done()
 			for i := w; i < 499; i += 8 {
 				now := time.Now()
-				_, err := sch.UpsertTask(t.Context(), store.NewTask{
+				_, err := st.UpsertTask(t.Context(), store.NewTask{
 					TaskKey: store.TaskKey{Name: "commit-job", Instance: fmt.Sprint(tbl.ID)}, ExecutionTime: now.Add(2 * time.Second),
 				}, now)
 				require.NoError(t, err)
@@ -322,7 +320,7 @@ func TestServeCommitBurst(t *testing.T) {
 	testkit.Eventually(t, 2*time.Minute, "the commit chain to finish and its row to go", func() bool {
 		jobs, err := st.ListJobs(t.Context(), tbl.ID, 10)
 		require.NoError(t, err)
-		left, err := sch.ListTasks(t.Context(), "commit-job", 10)
+		left, err := st.ListTasks(t.Context(), "commit-job", 10)
 		require.NoError(t, err)
 		return len(jobs) > 0 && !jobs[0].InFlight() && len(left) == 0
 	})
@@ -333,7 +331,7 @@ func TestServeCommitBurst(t *testing.T) {
 	require.Equal(t, store.TriggerCommit, jobs[0].Trigger)
 	require.Equal(t, store.StatusSucceeded, jobs[0].Status, jobs[0].Error)
 	require.Equal(t, 1, strings.Count(n.logText(t), `"kind": "commit-job", "job"`), "one submission")
-	left, err := sch.ListTasks(t.Context(), "commit-job", 10)
+	left, err := st.ListTasks(t.Context(), "commit-job", 10)
 	require.NoError(t, err)
 	require.Empty(t, left)
 	require.Equal(t, before, tableChecksums(t, dir, name))
@@ -515,10 +513,8 @@ func TestPolicyCommandsKeepExpandRow(t *testing.T) {
 		return f
 	}
 	st := ledger(t, db)
-	sch, err := store.TasksOf(st)
-	require.NoError(t, err)
 	expandRows := func() []store.Task {
-		tasks, err := sch.ListTasks(t.Context(), "policy-expand", 10)
+		tasks, err := st.ListTasks(t.Context(), "policy-expand", 10)
 		require.NoError(t, err)
 		return tasks
 	}

@@ -58,7 +58,7 @@ type ledgerCmd struct {
 func newLedgerCmd(env cli.Env, group, sub string) *ledgerCmd {
 	c := &ledgerCmd{env: env, fs: cli.NewFlags("tms-coordinator", strings.TrimSpace(group+" "+sub), env.Stderr)}
 	c.fs.StringVar(&c.db, "db", dbFromEnv(), "database URL: postgres://… or sqlite://PATH (env TMS_DB)")
-	c.fs.BoolVar(&c.asJSON, "json", false, "print JSON")
+	c.fs.BoolVar(&c.asJSON, "json", false, "print JSON: the /v1 documents, camelCase keys")
 	return c
 }
 
@@ -67,12 +67,7 @@ func (c *ledgerCmd) open(ctx context.Context) (store.Store, store.LedgerQueries,
 	if err != nil {
 		return nil, nil, classify(err)
 	}
-	q, err := store.LedgerQueriesOf(st)
-	if err != nil {
-		_ = st.Close()
-		return nil, nil, err
-	}
-	return st, q, nil
+	return st, st, nil
 }
 
 // loadJob checks --id, opens the ledger and reads job row id; the caller
@@ -154,30 +149,20 @@ func runTables(ctx context.Context, env cli.Env) error {
 	})
 }
 
-// jobLine is a job row as the jobs and tables commands print it.
-type jobLine struct {
-	ID         int64           `json:"id"`
-	Table      string          `json:"table"`
-	TableID    int64           `json:"table_id"`
-	PolicyID   int64           `json:"policy_id"`
-	Types      []string        `json:"types"`
-	Trigger    string          `json:"trigger"`
-	Status     string          `json:"status"`
-	Error      string          `json:"error,omitempty"`
-	Node       string          `json:"node,omitempty"`
-	JobID      string          `json:"external_job_id,omitempty"`
-	Submitter  string          `json:"submitter,omitempty"`
-	Fence      int64           `json:"fence"`
-	BeforeSnap *int64          `json:"before_snapshot_id"`
-	AfterSnap  *int64          `json:"after_snapshot_id"`
-	CreatedAt  time.Time       `json:"created_at"`
-	StartedAt  *time.Time      `json:"started_at,omitempty"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
-	Outcomes   json.RawMessage `json:"outcomes,omitempty"`
-	// MetricsBefore and MetricsAfter are the metrics recorded at the
-	// before and after snapshots (jobs show only).
-	MetricsBefore json.RawMessage `json:"metrics_before,omitempty"`
-	MetricsAfter  json.RawMessage `json:"metrics_after,omitempty"`
+// jobOut is a job row as the jobs and tables commands print it. In JSON it
+// is the /v1 job document (admin.JobDoc, camelCase) plus the table's name
+// and the node that created the row, which /v1 leaves out.
+type jobOut struct {
+	admin.JobDoc
+	TableName string `json:"tableName"`
+	Node      string `json:"node,omitempty"`
+}
+
+// jobDetailOut is `jobs show --json`: the /v1/jobs/{id} document
+// (admin.JobDetail) plus the node that created the row.
+type jobDetailOut struct {
+	admin.JobDetail
+	Node string `json:"node,omitempty"`
 }
 
 // tableNames caches table rows' names.
@@ -201,31 +186,20 @@ func (n *tableNames) of(ctx context.Context, id int64) string {
 	return s
 }
 
-func lineOf(j store.Job, table string) jobLine {
-	l := jobLine{ID: j.ID, Table: table, TableID: j.TableID, PolicyID: j.PolicyID, Types: j.Types, Trigger: string(j.Trigger),
-		Status: string(j.Status), Error: j.Error, Node: j.Node, JobID: j.JobID, Submitter: j.Submitter, Fence: j.Fence, BeforeSnap: j.BeforeSnapshotID,
-		AfterSnap: j.AfterSnapshotID, CreatedAt: j.CreatedAt, Outcomes: j.Outcomes}
-	if !j.StartedAt.IsZero() {
-		at := j.StartedAt
-		l.StartedAt = &at
-	}
-	if !j.FinishedAt.IsZero() {
-		at := j.FinishedAt
-		l.FinishedAt = &at
-	}
-	return l
+func jobOutOf(j store.Job, table string) jobOut {
+	return jobOut{JobDoc: admin.JobDocOf(j), TableName: table, Node: j.Node}
 }
 
-// took is how long the job ran (or has been in flight).
-func (l jobLine) took(now time.Time) string {
+// took is how long job d ran (or has been in flight).
+func took(d admin.JobDoc, now time.Time) string {
 	end := now
-	if l.FinishedAt != nil {
-		end = *l.FinishedAt
+	if d.FinishedAt != nil {
+		end = *d.FinishedAt
 	}
-	return end.Sub(l.CreatedAt).Round(time.Millisecond).String()
+	return end.Sub(d.CreatedAt).Round(time.Millisecond).String()
 }
 
-func printJobLines(w io.Writer, lines []jobLine, withTable bool) error {
+func printJobLines(w io.Writer, lines []jobOut, withTable bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "JOB\tTABLE\tTYPES\tTRIGGER\tSTATUS\tCREATED\tTOOK\tNODE\tREASON"
 	if !withTable {
@@ -234,8 +208,8 @@ func printJobLines(w io.Writer, lines []jobLine, withTable bool) error {
 	fmt.Fprintln(tw, head)
 	now := time.Now()
 	for _, l := range lines {
-		cols := []string{strconv.FormatInt(l.ID, 10), l.Table, strings.Join(l.Types, ","), l.Trigger, l.Status,
-			l.CreatedAt.Format(time.RFC3339), l.took(now), cmp.Or(l.Node, "-"), cmp.Or(oneLine(l.Error, 100), "-")}
+		cols := []string{strconv.FormatInt(l.ID, 10), l.TableName, strings.Join(l.Types, ","), l.Trigger, l.Status,
+			l.CreatedAt.Format(time.RFC3339), took(l.JobDoc, now), cmp.Or(l.Node, "-"), cmp.Or(oneLine(l.Error, 100), "-")}
 		if !withTable {
 			cols = append(cols[:1], cols[2:]...)
 		}
@@ -314,9 +288,9 @@ func jobsList(ctx context.Context, env cli.Env) error {
 		return classify(err)
 	}
 	names := &tableNames{st: st}
-	lines := make([]jobLine, 0, len(jobs))
+	lines := make([]jobOut, 0, len(jobs))
 	for _, j := range jobs {
-		lines = append(lines, lineOf(j, names.of(ctx, j.TableID)))
+		lines = append(lines, jobOutOf(j, names.of(ctx, j.TableID)))
 	}
 	if c.asJSON {
 		return c.printJSON(lines)
@@ -336,12 +310,19 @@ func jobsShow(ctx context.Context, env cli.Env) error {
 		return err
 	}
 	defer st.Close()
-	l := lineOf(j, (&tableNames{st: st}).of(ctx, j.TableID))
-	if l.MetricsBefore, l.MetricsAfter, err = jobMetrics(ctx, st, j); err != nil {
-		return err
+	t, err := st.GetTable(ctx, j.TableID)
+	if err != nil {
+		return fmt.Errorf("table of job %d: %w", j.ID, err)
 	}
+	var ms []store.SnapshotMetrics
+	if j.BeforeSnapshotID != nil || j.AfterSnapshotID != nil {
+		if ms, err = st.ListSnapshotMetrics(ctx, j.TableID); err != nil {
+			return err
+		}
+	}
+	d := jobDetailOut{JobDetail: admin.JobDetailOf(j, t, ms), Node: j.Node}
 	if c.asJSON {
-		return c.printJSON(l)
+		return c.printJSON(d)
 	}
 	w := env.Stdout
 	snap := func(p *int64) string {
@@ -350,43 +331,51 @@ func jobsShow(ctx context.Context, env cli.Env) error {
 		}
 		return strconv.FormatInt(*p, 10)
 	}
-	fmt.Fprintf(w, "job %d on %s (table row %d)\n", l.ID, l.Table, l.TableID)
-	fmt.Fprintf(w, "  types:     %s (%s, policy %d)\n", strings.Join(l.Types, ","), l.Trigger, l.PolicyID)
-	fmt.Fprintf(w, "  status:    %s\n", l.Status)
-	if l.Error != "" {
-		fmt.Fprintf(w, "  reason:    %s\n", l.Error)
+	fmt.Fprintf(w, "job %d on %s (table row %d)\n", d.ID, d.Table.Name, d.TableID)
+	fmt.Fprintf(w, "  types:     %s (%s, policy %d)\n", strings.Join(d.Types, ","), d.Trigger, d.PolicyID)
+	fmt.Fprintf(w, "  status:    %s\n", d.Status)
+	if d.Error != "" {
+		fmt.Fprintf(w, "  reason:    %s\n", d.Error)
 	}
-	fmt.Fprintf(w, "  node:      %s   submitter: %s   external id: %s   fence: %d\n", cmp.Or(l.Node, "-"), cmp.Or(l.Submitter, "-"),
-		cmp.Or(l.JobID, "-"), l.Fence)
-	fmt.Fprintf(w, "  created:   %s   took: %s\n", l.CreatedAt.Format(time.RFC3339), l.took(time.Now()))
-	fmt.Fprintf(w, "  snapshots: %s → %s\n", snap(l.BeforeSnap), snap(l.AfterSnap))
-	var outs []struct {
-		Type, Outcome, Reason, Error string
-		DurationMs                   int64 `json:"duration_ms"`
-	}
-	if len(l.Outcomes) > 0 && json.Unmarshal(l.Outcomes, &outs) == nil {
+	fmt.Fprintf(w, "  node:      %s   submitter: %s   external id: %s   fence: %d\n", cmp.Or(d.Node, "-"), cmp.Or(d.Submitter, "-"),
+		cmp.Or(d.ExternalJobID, "-"), d.Fence)
+	fmt.Fprintf(w, "  created:   %s   took: %s\n", d.CreatedAt.Format(time.RFC3339), took(d.JobDoc, time.Now()))
+	fmt.Fprintf(w, "  snapshots: %s → %s\n", snap(d.BeforeSnapshotID), snap(d.AfterSnapshotID))
+	if outs, err := j.DecodeOutcomes(); err == nil && len(j.Outcomes) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  TYPE\tOUTCOME\tTOOK\tREASON")
 		for _, o := range outs {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", o.Type, o.Outcome, (time.Duration(o.DurationMs) * time.Millisecond).String(),
+			var durMs int64
+			if o.DurationMs != nil {
+				durMs = *o.DurationMs
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", o.Type, o.Outcome, (time.Duration(durMs) * time.Millisecond).String(),
 				cmp.Or(oneLine(cmp.Or(o.Error, o.Reason), 120), "-"))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
-	if l.MetricsBefore != nil || l.MetricsAfter != nil {
+	if d.MetricsBefore != nil || d.MetricsAfter != nil {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  METRIC\tBEFORE\tAFTER")
 		for _, k := range []string{"data-file-number", "small-file-number", "data-file-mse", "delete-file-number", "total-file-size",
 			"manifest-number", "snapshot-number"} {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", k, metric(l.MetricsBefore, k), metric(l.MetricsAfter, k))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", k, metric(valueOf(d.MetricsBefore), k), metric(valueOf(d.MetricsAfter), k))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// valueOf is m's metrics object, nil for nil.
+func valueOf(m *admin.MetricsDoc) json.RawMessage {
+	if m == nil {
+		return nil
+	}
+	return m.Value
 }
 
 // metric renders key of a metrics object, sizes in IEC units.
@@ -424,35 +413,30 @@ func jobsCancel(ctx context.Context, env cli.Env) error {
 		return err
 	}
 	j = res.Job
-	l := lineOf(j, (&tableNames{st: st}).of(ctx, j.TableID))
+	l := jobOutOf(j, (&tableNames{st: st}).of(ctx, j.TableID))
 	if c.asJSON {
 		return c.printJSON(l)
 	}
-	_, err = fmt.Fprintf(env.Stdout, "cancelled job %d on %s (fence now %d)\n", l.ID, l.Table, l.Fence)
+	_, err = fmt.Fprintf(env.Stdout, "cancelled job %d on %s (fence now %d)\n", l.ID, l.TableName, l.Fence)
 	return err
 }
 
-// tableLine is a registered table as `tables` prints it.
-type tableLine struct {
-	ID        int64           `json:"id"`
-	Table     string          `json:"table"`
-	UUID      string          `json:"table_uuid"`
-	Live      bool            `json:"live"`
-	CreatedAt time.Time       `json:"created_at"`
-	LastJob   *jobLine        `json:"last_job,omitempty"`
-	Metrics   json.RawMessage `json:"metrics,omitempty"`
-	Jobs      []jobLine       `json:"jobs,omitempty"`
+// tableOut is a registered table as `tables` prints it. In JSON it is the
+// /v1 table document (admin.TableDoc with lastJob, metrics and, from
+// tables show, recentJobs) plus whether it is the live incarnation.
+type tableOut struct {
+	admin.TableDoc
+	Live       bool              `json:"live"`
+	LastJob    *jobOut           `json:"lastJob"`
+	Metrics    *admin.MetricsDoc `json:"metrics"`
+	RecentJobs []jobOut          `json:"recentJobs,omitempty"`
 }
 
-func tableLineOf(ts store.TableStatus, live bool) tableLine {
-	name := ts.Catalog + "." + ts.Namespace + "." + ts.Name
-	l := tableLine{ID: ts.ID, Table: name, UUID: ts.UUID, Live: live, CreatedAt: ts.CreatedAt}
+func tableOutOf(ts store.TableStatus, live bool) tableOut {
+	l := tableOut{TableDoc: admin.TableDocOf(ts.Table), Live: live, Metrics: admin.MetricsDocOf(ts.Metrics)}
 	if ts.LastJob != nil {
-		jl := lineOf(*ts.LastJob, name)
+		jl := jobOutOf(*ts.LastJob, l.Name)
 		l.LastJob = &jl
-	}
-	if ts.Metrics != nil {
-		l.Metrics = ts.Metrics.Value
 	}
 	return l
 }
@@ -515,10 +499,10 @@ func tablesList(ctx context.Context, env cli.Env) error {
 		return err
 	}
 	live := liveIDs(all)
-	var lines []tableLine
+	var lines []tableOut
 	for _, ts := range all {
 		if live[ts.ID] && len(lines) < limit {
-			lines = append(lines, tableLineOf(ts, true))
+			lines = append(lines, tableOutOf(ts, true))
 		}
 	}
 	if c.asJSON {
@@ -534,8 +518,9 @@ func tablesList(ctx context.Context, env cli.Env) error {
 				fin = l.LastJob.FinishedAt.Format(time.RFC3339)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Table, l.ID, metric(l.Metrics, "data-file-number"),
-			metric(l.Metrics, "small-file-number"), metric(l.Metrics, "total-file-size"), metric(l.Metrics, "snapshot-number"), last, status, fin)
+		m := valueOf(l.Metrics)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, l.ID, metric(m, "data-file-number"),
+			metric(m, "small-file-number"), metric(m, "total-file-size"), metric(m, "snapshot-number"), last, status, fin)
 	}
 	if len(lines) == 0 {
 		fmt.Fprintln(tw, "(none)")
@@ -572,15 +557,15 @@ func tablesShow(ctx context.Context, env cli.Env) error {
 	if err != nil {
 		return err
 	}
-	var lines []tableLine
+	var lines []tableOut
 	for i := len(incs) - 1; i >= 0; i-- { // newest incarnation first
-		l := tableLineOf(incs[i], incs[i].ID == live.ID)
+		l := tableOutOf(incs[i], incs[i].ID == live.ID)
 		jobs, err := lq.QueryJobs(ctx, store.JobQuery{TableID: l.ID, Limit: limit})
 		if err != nil {
 			return err
 		}
 		for _, j := range jobs {
-			l.Jobs = append(l.Jobs, lineOf(j, l.Table))
+			l.RecentJobs = append(l.RecentJobs, jobOutOf(j, l.Name))
 		}
 		lines = append(lines, l)
 	}
@@ -595,13 +580,14 @@ func tablesShow(ctx context.Context, env cli.Env) error {
 		if i > 0 {
 			fmt.Fprintln(env.Stdout)
 		}
-		fmt.Fprintf(env.Stdout, "%s  row %d  table-uuid %s  registered %s  (%s)\n", l.Table, l.ID, l.UUID, l.CreatedAt.Format(time.RFC3339), state)
+		fmt.Fprintf(env.Stdout, "%s  row %d  table-uuid %s  registered %s  (%s)\n", l.Name, l.ID, l.UUID, l.CreatedAt.Format(time.RFC3339), state)
 		if l.Metrics != nil {
+			m := l.Metrics.Value
 			fmt.Fprintf(env.Stdout, "  now: %s data files (%s small), %s, %s delete files, %s manifests, %s snapshots\n",
-				metric(l.Metrics, "data-file-number"), metric(l.Metrics, "small-file-number"), metric(l.Metrics, "total-file-size"),
-				metric(l.Metrics, "delete-file-number"), metric(l.Metrics, "manifest-number"), metric(l.Metrics, "snapshot-number"))
+				metric(m, "data-file-number"), metric(m, "small-file-number"), metric(m, "total-file-size"),
+				metric(m, "delete-file-number"), metric(m, "manifest-number"), metric(m, "snapshot-number"))
 		}
-		if err := printJobLines(env.Stdout, l.Jobs, false); err != nil {
+		if err := printJobLines(env.Stdout, l.RecentJobs, false); err != nil {
 			return err
 		}
 	}

@@ -51,10 +51,16 @@ func TestJobsAndTablesCommands(t *testing.T) {
 				require.Contains(t, out, want)
 			}
 			out = ok(t, "jobs", "list", "--db", db, "--in-flight", "--json")
-			var lines []jobLine
+			var lines []jobOut
 			require.NoError(t, json.Unmarshal([]byte(out), &lines))
 			require.Len(t, lines, 1)
 			require.Equal(t, queued.ID, lines[0].ID)
+			require.Equal(t, [2]string{"lake.db.orders", "tms-b"}, [2]string{lines[0].TableName, lines[0].Node})
+			// The /v1 job document's camelCase keys, plus tableName and node.
+			var raw []map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal([]byte(out), &raw))
+			requireKeys(t, raw[0], []string{"id", "externalJobId", "submitter", "tableId", "policyId", "types", "trigger", "status",
+				"inFlight", "fence", "beforeSnapshotId", "afterSnapshotId", "createdAt", "startedAt", "finishedAt", "tableName", "node"})
 			out = ok(t, "jobs", "list", "--db", db, "--status", "failed", "--since", "1h")
 			require.Contains(t, out, fmt.Sprintf("%d ", failed.ID))
 			require.NotContains(t, out, "snapshot-expiry")
@@ -66,9 +72,18 @@ func TestJobsAndTablesCommands(t *testing.T) {
 			out = ok(t, "jobs", "show", "--db", db, "--id", fmt.Sprint(queued.ID))
 			require.Contains(t, out, "node:      tms-b   submitter: local   external id: local-9-1-x")
 			out = ok(t, "jobs", "show", "--db", db, "--id", fmt.Sprint(queued.ID), "--json")
-			var shown jobLine
+			var shown jobDetailOut
 			require.NoError(t, json.Unmarshal([]byte(out), &shown))
-			require.Equal(t, [2]string{"local", "local-9-1-x"}, [2]string{shown.Submitter, shown.JobID})
+			require.Equal(t, [2]string{"local", "local-9-1-x"}, [2]string{shown.Submitter, shown.ExternalJobID})
+			require.Equal(t, [2]string{"lake.db.orders", "tms-b"}, [2]string{shown.Table.Name, shown.Node})
+			out = ok(t, "jobs", "show", "--db", db, "--id", fmt.Sprint(failed.ID), "--json")
+			var detail map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal([]byte(out), &detail))
+			requireKeys(t, detail, []string{"id", "externalJobId", "submitter", "tableId", "policyId", "types", "trigger", "status",
+				"inFlight", "fence", "beforeSnapshotId", "afterSnapshotId", "error", "createdAt", "startedAt", "finishedAt",
+				"table", "outcomes", "spec", "metricsBefore", "metricsAfter", "node"})
+			require.JSONEq(t, `[{"type":"compaction","outcome":"failed","error":"recreated","duration_ms":12}]`, string(detail["outcomes"]),
+				"the outcomes as the ledger holds them")
 
 			// status shows the in-flight row's submitter before its external id.
 			out = ok(t, "status", "--db", db)
@@ -126,11 +141,31 @@ func TestJobsAndTablesCommands(t *testing.T) {
 			require.Contains(t, second, "dropped and recreated: its table-uuid is u-new")
 
 			out = ok(t, "tables", "list", "--db", db, "--json")
-			var tables []tableLine
+			var tables []tableOut
 			require.NoError(t, json.Unmarshal([]byte(out), &tables))
 			require.Len(t, tables, 1, "only the live incarnation")
 			require.Equal(t, cur.ID, tables[0].ID)
 			require.Equal(t, queued.ID, tables[0].LastJob.ID)
+			var rawTables []map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal([]byte(out), &rawTables))
+			requireKeys(t, rawTables[0], []string{"id", "name", "catalog", "namespace", "table", "uuid", "createdAt", "live", "lastJob", "metrics"})
+			out = ok(t, "tables", "show", "--db", db, "--table", "lake.db.orders", "--json")
+			var shownTables []tableOut
+			require.NoError(t, json.Unmarshal([]byte(out), &shownTables))
+			require.Len(t, shownTables, 2, "both incarnations, newest first")
+			require.Equal(t, [2]int64{cur.ID, old.ID}, [2]int64{shownTables[0].ID, shownTables[1].ID})
+			require.Len(t, shownTables[0].RecentJobs, 2)
+			require.Equal(t, failed.ID, shownTables[1].RecentJobs[0].ID)
 		})
 	}
+}
+
+// requireKeys: the JSON object doc has exactly keys.
+func requireKeys(t *testing.T, doc map[string]json.RawMessage, keys []string) {
+	t.Helper()
+	var got []string
+	for k := range doc {
+		got = append(got, k)
+	}
+	require.ElementsMatch(t, keys, got)
 }

@@ -4,24 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/pflag"
 
+	"github.com/tms-dev/tms/coordinator/config"
 	"github.com/tms-dev/tms/internal/cli"
 	"github.com/tms-dev/tms/internal/invalid"
 	"github.com/tms-dev/tms/store"
 )
 
-// defaultDB is the embedded single-node default.
-const defaultDB = "sqlite://./tms.db"
-
-func dbFromEnv() string {
-	if v := os.Getenv("TMS_DB"); v != "" {
-		return v
-	}
-	return defaultDB
-}
+// dbFromEnv is --db's default (config.DBFromEnv): TMS_DB, else the
+// embedded single-node ledger.
+func dbFromEnv() string { return config.DBFromEnv() }
 
 func runMigrate(ctx context.Context, env cli.Env) error {
 	fs := cli.NewFlags("tms-coordinator", "migrate", env.Stderr)

@@ -7,8 +7,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tms-dev/tms/coordinator/config"
 	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/policy"
 )
 
 // plan prints what would run now and why, per table and policy: flow.Plan,
@@ -40,16 +42,17 @@ func runPlan(ctx context.Context, env cli.Env) error {
 	case name != "" && (all || after != 0):
 		return cli.Usagef("--table plans one table; give it without --all and --after")
 	}
-	var file *fileConfig
+	var fromFile map[policy.Type]time.Duration
 	if configPath != "" {
-		var err error
-		if file, err = readConfigFile(configPath); err != nil {
-			return err
+		file, err := config.ReadFile(configPath)
+		if err != nil {
+			return classify(err)
 		}
+		fromFile = file.MinIntervals()
 	}
-	cooldowns, err := minIntervalsByType(file, minIntervals)
+	cooldowns, err := config.Cooldowns(fromFile, minIntervals)
 	if err != nil {
-		return err
+		return classify(err)
 	}
 	st, _, err := c.open(ctx)
 	if err != nil {

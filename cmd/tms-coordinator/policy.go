@@ -156,14 +156,9 @@ func (pc *policyCtx) open(ctx context.Context) (store.Store, *admin.PolicyOps, e
 		_ = s.Close()
 		return nil, nil, err
 	}
-	sch, err := store.TasksOf(s)
-	if err != nil {
-		_ = s.Close()
-		return nil, nil, err
-	}
 	// Attachments are checked against the catalogs the live serve nodes
 	// are configured with (each node says so at start).
-	pc.catalogs = admin.LiveNodeCatalogs(sch, defaultDeadAfter, time.Now)
+	pc.catalogs = admin.LiveNodeCatalogs(s, defaultDeadAfter, time.Now)
 	ops.CheckCatalogs(pc.catalogs)
 	return s, ops, nil
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/tms-dev/tms/coordinator/httpapi"
 	"github.com/tms-dev/tms/coordinator/submit"
 	"github.com/tms-dev/tms/internal/cli"
-	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
 
@@ -314,9 +313,7 @@ func TestPolicyHTTPMatchesCLI(t *testing.T) {
 	ok(t, "policy", "create", "--db", db, "--name", "via-cli", "--type", "snapshot-expiry", "--content-file", contentFile(t, content))
 	code, msg := post(`{"name": "via-http", "policyType": "system_iceberg_snapshot_expiration", "content": ` + content + `}`)
 	require.Equal(t, http.StatusCreated, code, msg)
-	sch, err := store.TasksOf(st)
-	require.NoError(t, err)
-	rows, err := sch.ListTasks(t.Context(), flow.KindPolicyExpand, 10)
+	rows, err := st.ListTasks(t.Context(), flow.KindPolicyExpand, 10)
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
 	require.Equal(t, rows[0].ExecutionTime, rows[1].ExecutionTime)

@@ -7,75 +7,49 @@ import (
 	"net"
 	"time"
 
-	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/tms-dev/tms/coordinator/admin"
+	"github.com/tms-dev/tms/coordinator/config"
 	"github.com/tms-dev/tms/coordinator/console"
 	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/httpapi"
 	"github.com/tms-dev/tms/coordinator/scheduler"
 	"github.com/tms-dev/tms/coordinator/submit"
 	"github.com/tms-dev/tms/internal/cli"
-	"github.com/tms-dev/tms/internal/secretref"
 	"github.com/tms-dev/tms/store"
 )
-
-// httpFlags are serve's HTTP API flags.
-type httpFlags struct {
-	listen                    string
-	adminRef, readRef, comRef string
-}
-
-func (h *httpFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&h.listen, "listen", httpapi.DefaultListen, `address of the HTTP API (/healthz, /readyz, /metrics, /v1/…); "off" disables it`)
-	fs.StringVar(&h.adminRef, "admin-token", "", "bearer token of the /v1 resources, env:NAME or file:PATH (none: /v1 resources answer 403)")
-	fs.StringVar(&h.readRef, "read-token", "", "optional read-only bearer token for GET /v1/…, env:NAME or file:PATH")
-	fs.StringVar(&h.comRef, "commit-token", "", "bearer token of POST /v1/commit-events, env:NAME or file:PATH (the admin token works too)")
-}
 
 // httpAPI is the HTTP side of serve: its metrics exist before the engine
 // (they observe its claims), the server after it.
 type httpAPI struct {
-	flags   httpFlags
+	listen  string    // the address to bind, "off" for none
 	tokens  [3]string // admin, read, commit
 	metrics *httpapi.Metrics
 	ln      net.Listener
 	srv     *httpapi.Server
+	served  bool // serve ran: the listener is its
 }
 
-// resolve reads the token references; serve calls it before it touches
-// the database, so a bad reference changes nothing.
-func (h *httpFlags) resolve() (*httpAPI, error) {
-	api := &httpAPI{flags: *h}
-	for i, ref := range []struct{ flag, ref string }{{"--admin-token", h.adminRef}, {"--read-token", h.readRef}, {"--commit-token", h.comRef}} {
-		if ref.ref == "" {
-			continue
-		}
-		v, err := secretref.Resolve(ref.ref)
-		if err != nil {
-			return nil, cli.Usagef("%s: %v", ref.flag, err)
-		}
-		api.tokens[i] = v
-	}
-	return api, nil
+// newHTTPAPI is the API on listen with the tokens of res.
+func newHTTPAPI(listen string, res *config.Resolved) *httpAPI {
+	return &httpAPI{listen: listen, tokens: [3]string{res.AdminToken, res.ReadToken, res.CommitToken}}
 }
 
 // prepare creates the metrics and binds the address, so that a busy port
 // fails serve before it claims anything.
 func (api *httpAPI) prepare(ctx context.Context, st store.Store) error {
-	h := api.flags
 	m, err := httpapi.NewMetrics(httpapi.MetricsConfig{Store: st})
 	if err != nil {
 		return err
 	}
 	api.metrics = m
-	if h.listen == "off" {
+	if api.listen == "off" {
 		return nil
 	}
 	var lc net.ListenConfig
-	if api.ln, err = lc.Listen(ctx, "tcp", h.listen); err != nil {
-		return cli.ExitError{Code: cli.ExitFailure, Err: fmt.Errorf("--listen %s: %w", h.listen, err)}
+	if api.ln, err = lc.Listen(ctx, "tcp", api.listen); err != nil {
+		return cli.ExitError{Code: cli.ExitFailure, Err: fmt.Errorf("--listen %s: %w", api.listen, err)}
 	}
 	return nil
 }
@@ -145,6 +119,7 @@ func (a *httpAPI) addr() string {
 
 // serve serves until ctx ends; it returns at once without a server.
 func (a *httpAPI) serve(ctx context.Context) error {
+	a.served = true
 	if a.srv == nil {
 		if a.ln != nil {
 			return a.ln.Close()
@@ -152,6 +127,13 @@ func (a *httpAPI) serve(ctx context.Context) error {
 		return nil
 	}
 	return a.srv.Serve(ctx, a.ln)
+}
+
+// close closes the listener when serve never ran on it.
+func (a *httpAPI) close() {
+	if a.ln != nil && !a.served {
+		_ = a.ln.Close()
+	}
 }
 
 // localLogPath is the local submitter's LogPath, nil for other submitters.

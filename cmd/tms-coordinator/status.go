@@ -109,16 +109,12 @@ func runStatus(ctx context.Context, env cli.Env) error {
 	}
 	defer st.Close()
 
-	sch, err := store.TasksOf(st)
-	if err != nil {
-		return err
-	}
 	now := time.Now()
 	out := statusOutput{DeadNodeAfter: deadAfter.String()}
 	if out.Queue, err = st.TaskCounts(ctx, time.Time{}); err != nil {
 		return err
 	}
-	nodes, err := sch.ListNodes(ctx)
+	nodes, err := st.ListNodes(ctx)
 	if err != nil {
 		return err
 	}
@@ -181,7 +177,7 @@ func runStatus(ctx context.Context, env cli.Env) error {
 	if err != nil {
 		return err
 	}
-	catalogs := admin.LiveNodeCatalogs(sch, deadAfter, time.Now)
+	catalogs := admin.LiveNodeCatalogs(st, deadAfter, time.Now)
 	ops.CheckCatalogs(catalogs)
 	if _, known, err := catalogs(ctx); err != nil {
 		return err
@@ -200,7 +196,7 @@ func runStatus(ctx context.Context, env cli.Env) error {
 		}
 		out.Unconfigured = &bad
 	}
-	if out.NextDue, err = nextDue(ctx, st, sch, dueRows, func(id int64) string {
+	if out.NextDue, err = nextDue(ctx, st, dueRows, func(id int64) string {
 		if _, ok := names[id]; !ok {
 			if t, err := st.GetTable(ctx, id); err == nil {
 				names[id] = t.Catalog + "." + t.Namespace + "." + t.Name
@@ -224,15 +220,11 @@ const nextDueScan = 5000
 // nextDue returns the n maintenance rows due soonest (of the first
 // nextDueScan rows of each kind): each policy's next instant, the
 // (table, policy) rows waiting to run and the tables' commit-jobs.
-func nextDue(ctx context.Context, st store.Store, sch store.Scheduler, n int, tableName func(int64) string) ([]statusDue, error) {
-	pol, err := store.PoliciesOf(st)
-	if err != nil {
-		return nil, err
-	}
+func nextDue(ctx context.Context, st store.Store, n int, tableName func(int64) string) ([]statusDue, error) {
 	policyNames := map[int64]string{}
 	policyName := func(id int64) string {
 		if _, ok := policyNames[id]; !ok {
-			if p, err := pol.GetPolicyByID(ctx, id); err == nil {
+			if p, err := st.GetPolicyByID(ctx, id); err == nil {
 				policyNames[id] = p.Name
 			}
 		}
@@ -240,7 +232,7 @@ func nextDue(ctx context.Context, st store.Store, sch store.Scheduler, n int, ta
 	}
 	var out []statusDue
 	for _, kind := range []string{flow.KindPolicyExpand, flow.KindCronJob, flow.KindCommitJob} {
-		ts, err := sch.ListTasks(ctx, kind, nextDueScan)
+		ts, err := st.ListTasks(ctx, kind, nextDueScan)
 		if err != nil {
 			return nil, err
 		}

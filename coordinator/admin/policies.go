@@ -94,18 +94,10 @@ func (o *PolicyOps) markCatalogs(ctx context.Context, docs []PolicyDoc) error {
 // NewPolicyOps returns the policy operations of st. now stamps the
 // policy-expand rows' next instants; nil means time.Now.
 func NewPolicyOps(st store.Store, now func() time.Time) (*PolicyOps, error) {
-	ps, err := store.PoliciesOf(st)
-	if err != nil {
-		return nil, err
-	}
-	sch, err := store.TasksOf(st)
-	if err != nil {
-		return nil, err
-	}
 	if now == nil {
 		now = time.Now
 	}
-	return &PolicyOps{policies: ps, tasks: sch, now: now}, nil
+	return &PolicyOps{policies: st, tasks: st, now: now}, nil
 }
 
 // IsInputError reports whether err is the caller's fault: bad input

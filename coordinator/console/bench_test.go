@@ -275,12 +275,10 @@ func BenchmarkConsolePages(b *testing.B) {
 				}
 				reportLatencies(b, "tables page (100 pages of 100, unhealthy first)", ds, size, goalTablesP99)
 				// The store's share: the page's read alone.
-				q, err := store.LedgerQueriesOf(st)
-				require.NoError(b, err)
 				var reads []time.Duration
 				for offset := 0; offset < benchTables; offset += 500 {
 					start := time.Now()
-					page, err := q.ListTableHealth(b.Context(), store.TableHealthQuery{Offset: offset, Limit: benchPageLimit})
+					page, err := st.ListTableHealth(b.Context(), store.TableHealthQuery{Offset: offset, Limit: benchPageLimit})
 					require.NoError(b, err)
 					require.Len(b, page.Tables, benchPageLimit)
 					reads = append(reads, time.Since(start))
@@ -345,8 +343,6 @@ func BenchmarkConsolePages(b *testing.B) {
 					}
 					reportLatencies(b, fmt.Sprintf("table page (%d samples)", tc.samples), ds, size, tc.goal)
 					// The store's share: the page's three reads alone.
-					q, err := store.LedgerQueriesOf(st)
-					require.NoError(b, err)
 					var reads []time.Duration
 					for range tc.n {
 						start := time.Now()
@@ -355,7 +351,7 @@ func BenchmarkConsolePages(b *testing.B) {
 						require.Len(b, ms, tc.samples)
 						_, err = st.ListJobs(b.Context(), int64(tc.id), console.JobHistory)
 						require.NoError(b, err)
-						jobs, err := q.QueryJobs(b.Context(), store.JobQuery{TableID: int64(tc.id),
+						jobs, err := st.QueryJobs(b.Context(), store.JobQuery{TableID: int64(tc.id),
 							Until: ms[len(ms)-1].RecordedAt.Add(time.Millisecond), Limit: console.JobMarks})
 						require.NoError(b, err)
 						require.Len(b, jobs, tc.jobs)
@@ -436,11 +432,9 @@ func seedConsoleBench(b *testing.B, backend string) (store.Store, http.Handler, 
 	// Every row must read back through the store as the console reads it,
 	// and table_latest_metrics hold what ListTableStatus finds newest.
 	var total int
-	q, err := store.LedgerQueriesOf(st)
-	require.NoError(b, err)
 	latest := map[int64]int64{}
 	for after := int64(0); ; {
-		page, err := q.ListTableStatus(ctx, after, store.MaxQueryLimit)
+		page, err := st.ListTableStatus(ctx, after, store.MaxQueryLimit)
 		require.NoError(b, err)
 		if len(page) == 0 {
 			break
@@ -455,7 +449,7 @@ func seedConsoleBench(b *testing.B, backend string) (store.Store, http.Handler, 
 	}
 	require.Equal(b, benchTables, total)
 	for offset := 0; offset < benchTables; offset += store.MaxQueryLimit {
-		page, err := q.ListTableHealth(ctx, store.TableHealthQuery{Sort: store.SortName, Offset: offset, Limit: store.MaxQueryLimit})
+		page, err := st.ListTableHealth(ctx, store.TableHealthQuery{Sort: store.SortName, Offset: offset, Limit: store.MaxQueryLimit})
 		require.NoError(b, err)
 		require.Equal(b, benchTables, page.Total)
 		for _, th := range page.Tables {
@@ -474,23 +468,19 @@ func seedConsoleBench(b *testing.B, backend string) (store.Store, http.Handler, 
 
 	// Two policies over every table, as serve plans them: an hourly
 	// compaction (its policy-expand row synced) and an onCommit expiry.
-	pol, err := store.PoliciesOf(st)
-	require.NoError(b, err)
-	sch, err := store.TasksOf(st)
-	require.NoError(b, err)
 	for _, p := range []struct{ name, typ, content, ns string }{
 		{"bench-compaction", "system_iceberg_compaction", `{"schedule": {"crontab": "@hourly"}}`, ""},
 		{"bench-expiry", "system_iceberg_snapshot_expiration", `{"schedule": {"onCommit": true}, "retain-last": 5}`, "db"},
 	} {
-		created, err := pol.CreatePolicy(ctx, store.NewPolicy{Name: p.name, Type: p.typ, Enabled: true, Content: json.RawMessage(p.content)})
+		created, err := st.CreatePolicy(ctx, store.NewPolicy{Name: p.name, Type: p.typ, Enabled: true, Content: json.RawMessage(p.content)})
 		require.NoError(b, err)
 		obj := store.PolicyObject{Level: store.LevelCatalog, Catalog: "bench"}
 		if p.ns != "" {
 			obj = store.PolicyObject{Level: store.LevelNamespace, Catalog: "bench", Namespace: p.ns}
 		}
-		_, _, err = pol.Attach(ctx, p.name, obj)
+		_, _, err = st.Attach(ctx, p.name, obj)
 		require.NoError(b, err)
-		require.NoError(b, flow.SyncPolicyTask(ctx, sch, created, time.Now()))
+		require.NoError(b, flow.SyncPolicyTask(ctx, st, created, time.Now()))
 	}
 	fl, err := flow.NewFlow(st, nil, flow.FlowConfig{DBURL: "unused://the plan submits nothing", Log: log})
 	require.NoError(b, err)

@@ -97,7 +97,6 @@ type Config struct {
 type Console struct {
 	cfg         Config
 	ledger      store.LedgerQueries
-	sched       store.Scheduler // nil if the store has no task table
 	admin, read bearer.Token
 	csrfKey     []byte
 	logins      loginLimiter
@@ -109,10 +108,6 @@ type Console struct {
 func New(cfg Config) (*Console, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("%w: console: a store is required", invalid.ErrArgument)
-	}
-	ledger, err := store.LedgerQueriesOf(cfg.Store)
-	if err != nil {
-		return nil, err
 	}
 	if cfg.DeadNodeAfter < 0 {
 		return nil, fmt.Errorf("%w: console: dead-node limit %s is negative", invalid.ErrArgument, cfg.DeadNodeAfter)
@@ -128,9 +123,8 @@ func New(cfg Config) (*Console, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("console: csrf key: %w", err)
 	}
-	c := &Console{cfg: cfg, ledger: ledger, admin: bearer.New(cfg.AdminToken), read: bearer.New(cfg.ReadToken),
+	c := &Console{cfg: cfg, ledger: cfg.Store, admin: bearer.New(cfg.AdminToken), read: bearer.New(cfg.ReadToken),
 		csrfKey: key, pages: map[string]*template.Template{}}
-	c.sched, _ = store.TasksOf(cfg.Store) // both backends have it; a test double may not
 	funcs := template.FuncMap{"when": c.when, "whenPtr": c.whenPtr, "join": strings.Join, "snap": snap, "tablePath": tablePath,
 		"list": func(s ...string) []string { return s }}
 	for _, p := range []string{"login", "message", "tables", "table", "job", "jobs", "queue", "plan"} {

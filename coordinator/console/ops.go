@@ -295,7 +295,6 @@ type nodeRow struct {
 }
 
 type queueData struct {
-	Available bool
 	Kinds     []kindRow
 	TaskScan  int
 	Nodes     []nodeRow
@@ -309,13 +308,9 @@ type queueData struct {
 }
 
 func (c *Console) queue(w http.ResponseWriter, r *http.Request, s session) {
-	if c.sched == nil {
-		c.message(w, s, http.StatusNotImplemented, "Queue", "This coordinator's store has no task table to show.")
-		return
-	}
 	ctx := r.Context()
 	now := c.cfg.Now()
-	d := queueData{Available: true, TaskScan: TaskScan, DeadAfter: c.cfg.DeadNodeAfter.String()}
+	d := queueData{TaskScan: TaskScan, DeadAfter: c.cfg.DeadNodeAfter.String()}
 	counts, err := c.cfg.Store.TaskCounts(ctx, now)
 	if err != nil {
 		c.fail(w, r, s, err)
@@ -323,7 +318,7 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s session) {
 	}
 	for _, k := range counts {
 		row := kindRow{KindCount: k, NextDue: "–", Partial: k.Total > TaskScan}
-		ts, err := c.sched.ListTasks(ctx, k.Name, TaskScan)
+		ts, err := c.cfg.Store.ListTasks(ctx, k.Name, TaskScan)
 		if err != nil {
 			c.fail(w, r, s, err)
 			return
@@ -344,7 +339,7 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, s session) {
 		}
 		d.Kinds = append(d.Kinds, row)
 	}
-	nodes, err := c.sched.ListNodes(ctx)
+	nodes, err := c.cfg.Store.ListNodes(ctx)
 	if err != nil {
 		c.fail(w, r, s, err)
 		return

@@ -254,21 +254,19 @@ func TestQueuePage(t *testing.T) {
 			cfg.Watchdog = func() error { return errors.New("claims not heartbeated for <2m>") }
 		})
 		ctx := context.Background()
-		sch, err := store.TasksOf(f.st)
-		require.NoError(t, err)
 		for _, task := range []store.NewTask{
 			{TaskKey: store.TaskKey{Name: "cron-job", Instance: "table:1:1"}, ExecutionTime: now.Add(2 * time.Hour)},
 			{TaskKey: store.TaskKey{Name: "cron-job", Instance: "table:2:1"}, ExecutionTime: now.Add(90 * time.Minute)},
 			{TaskKey: store.TaskKey{Name: "commit-job", Instance: "7"}, ExecutionTime: now.Add(-time.Minute)},
 		} {
-			created, err := sch.UpsertTask(ctx, task, now)
+			created, err := f.st.UpsertTask(ctx, task, now)
 			require.NoError(t, err)
 			require.True(t, created)
 		}
-		require.NoError(t, sch.RegisterNode(ctx, "node-live", now.Add(-time.Hour)))
-		require.NoError(t, sch.HeartbeatNode(ctx, "node-live", now.Add(-10*time.Second)))
-		require.NoError(t, sch.SetNodeCatalogs(ctx, "node-live", []string{"cat", "other"}))
-		require.NoError(t, sch.RegisterNode(ctx, "node-dead", now.Add(-2*time.Hour)))
+		require.NoError(t, f.st.RegisterNode(ctx, "node-live", now.Add(-time.Hour)))
+		require.NoError(t, f.st.HeartbeatNode(ctx, "node-live", now.Add(-10*time.Second)))
+		require.NoError(t, f.st.SetNodeCatalogs(ctx, "node-live", []string{"cat", "other"}))
+		require.NoError(t, f.st.RegisterNode(ctx, "node-dead", now.Add(-2*time.Hour)))
 
 		// One in-flight row per table.
 		newJob := func(table, node string) store.Job {

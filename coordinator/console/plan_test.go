@@ -30,12 +30,10 @@ func TestPlanPage(t *testing.T) {
 			cfg.Plan = fl.Plan
 		})
 		ctx := context.Background()
-		pol, err := store.PoliciesOf(f.st)
-		require.NoError(t, err)
 		mk := func(name, typ, content string, enabled bool, obj store.PolicyObject) {
-			_, err := pol.CreatePolicy(ctx, store.NewPolicy{Name: name, Type: typ, Enabled: enabled, Content: json.RawMessage(content)})
+			_, err := f.st.CreatePolicy(ctx, store.NewPolicy{Name: name, Type: typ, Enabled: enabled, Content: json.RawMessage(content)})
 			require.NoError(t, err)
-			_, _, err = pol.Attach(ctx, name, obj)
+			_, _, err = f.st.Attach(ctx, name, obj)
 			require.NoError(t, err)
 		}
 		big, evil := f.table("big"), f.table("<script>alert(1)</script>")

@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -47,24 +46,17 @@ type historyRow struct {
 	// Outcomes is the decoded outcomes column, nil if the column is NULL
 	// or not a list of objects; RawOutcomes is then the column as stored
 	// ("" for NULL).
-	Outcomes    []outcome
+	Outcomes    []outcomeView
 	RawOutcomes string
 }
 
-// outcome is one maintenance type of a finished job, as the runner writes
-// it into the outcomes column (runner.outcome; zero ids are absent there).
-type outcome struct {
-	Type       string `json:"type"`
-	Outcome    string `json:"outcome"`
-	Reason     string `json:"reason"`
-	Error      string `json:"error"`
-	Before     int64  `json:"before_snapshot_id"`
-	After      int64  `json:"after_snapshot_id"`
-	DurationMs *int64 `json:"duration_ms"`
-}
+// outcomeView is one maintenance type of a finished job as the history
+// shows it. (Not an embedding: the template's .Outcome would then be the
+// embedded struct, not its field.)
+type outcomeView store.Outcome
 
 // Took is the type's wall time, "" if not recorded.
-func (o outcome) Took() string {
+func (o outcomeView) Took() string {
 	if o.DurationMs == nil {
 		return ""
 	}
@@ -72,8 +64,8 @@ func (o outcome) Took() string {
 }
 
 // Snapshots is "before → after", "" if neither is recorded.
-func (o outcome) Snapshots() string {
-	if o.Before == 0 && o.After == 0 {
+func (o outcomeView) Snapshots() string {
+	if o.BeforeSnapshotID == 0 && o.AfterSnapshotID == 0 {
 		return ""
 	}
 	id := func(v int64) string {
@@ -82,7 +74,7 @@ func (o outcome) Snapshots() string {
 		}
 		return strconv.FormatInt(v, 10)
 	}
-	return id(o.Before) + " → " + id(o.After)
+	return id(o.BeforeSnapshotID) + " → " + id(o.AfterSnapshotID)
 }
 
 func (c *Console) table(w http.ResponseWriter, r *http.Request, s session) {
@@ -170,10 +162,12 @@ func history(j store.Job, now time.Time) historyRow {
 			h.Took += " so far"
 		}
 	}
-	if len(j.Outcomes) > 0 {
-		if json.Unmarshal(j.Outcomes, &h.Outcomes) != nil {
-			h.Outcomes, h.RawOutcomes = nil, string(j.Outcomes)
-		}
+	outs, err := j.DecodeOutcomes()
+	if err != nil {
+		h.RawOutcomes = string(j.Outcomes)
+	}
+	for _, o := range outs {
+		h.Outcomes = append(h.Outcomes, outcomeView(o))
 	}
 	return h
 }

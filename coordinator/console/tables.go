@@ -339,15 +339,6 @@ func tableRowOf(th store.TableHealth, types []policy.Type) tablesRow {
 	return row
 }
 
-// jobOutcome is the part of an element of a job's outcomes (the runner's
-// outcome) the page shows.
-type jobOutcome struct {
-	Type    string `json:"type"`
-	Outcome string `json:"outcome"`
-	Reason  string `json:"reason"`
-	Error   string `json:"error"`
-}
-
 // typeCellOf is type t's cell for job j (nil: never ran).
 func typeCellOf(j *store.Job, t policy.Type) typeCell {
 	if j == nil {
@@ -357,8 +348,7 @@ func typeCellOf(j *store.Job, t policy.Type) typeCell {
 	if j.InFlight() {
 		cell.When = j.CreatedAt
 	}
-	var outs []jobOutcome
-	_ = json.Unmarshal(j.Outcomes, &outs) // absent or not an array: the status stands
+	outs, _ := j.DecodeOutcomes() // absent or not an array: the status stands
 	for _, o := range outs {
 		if o.Type == string(t) && o.Outcome != "" {
 			cell.Outcome = o.Outcome

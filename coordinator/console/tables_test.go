@@ -288,18 +288,14 @@ func TestTablesPageShowsPlan(t *testing.T) {
 		cfg.Plan = fl.Plan
 	})
 	ctx := context.Background()
-	pol, err := store.PoliciesOf(f.st)
-	require.NoError(t, err)
-	sch, err := store.TasksOf(f.st)
-	require.NoError(t, err)
 	covered, other := f.table("covered"), f.table("<b>other</b>")
-	p, err := pol.CreatePolicy(ctx, store.NewPolicy{Name: "hourly", Type: "system_iceberg_compaction", Enabled: true,
+	p, err := f.st.CreatePolicy(ctx, store.NewPolicy{Name: "hourly", Type: "system_iceberg_compaction", Enabled: true,
 		Content: json.RawMessage(`{"schedule": {"crontab": "@hourly"}}`)})
 	require.NoError(t, err)
-	_, _, err = pol.Attach(ctx, "hourly", store.PolicyObject{Level: store.LevelTable, Catalog: "cat", Namespace: "db", Table: covered.Name})
+	_, _, err = f.st.Attach(ctx, "hourly", store.PolicyObject{Level: store.LevelTable, Catalog: "cat", Namespace: "db", Table: covered.Name})
 	require.NoError(t, err)
-	require.NoError(t, flow.SyncPolicyTask(ctx, sch, p, now))
-	row, err := sch.GetTask(ctx, flow.ExpandKey(p.ID))
+	require.NoError(t, flow.SyncPolicyTask(ctx, f.st, p, now))
+	row, err := f.st.GetTask(ctx, flow.ExpandKey(p.ID))
 	require.NoError(t, err)
 
 	r := f.do(http.MethodGet, "/ui?sort=name", readToken, nil)

@@ -67,13 +67,13 @@ func BenchmarkCollidingPolicies1000x4(b *testing.B) {
 	types := []policy.Type{policy.Compaction, policy.ManifestRewrite, policy.SnapshotExpiry, policy.OrphanCleanup}
 	for range b.N {
 		b.StopTimer()
-		url, st, sch, pol := flowBench(b, tables)
+		url, st := flowBench(b, tables)
 		var policies []store.Policy
 		for _, typ := range types {
-			p, err := pol.CreatePolicy(ctx, store.NewPolicy{Name: string(typ), Type: policy.PolicyTypeOf(typ), Enabled: true,
+			p, err := st.CreatePolicy(ctx, store.NewPolicy{Name: string(typ), Type: policy.PolicyTypeOf(typ), Enabled: true,
 				Content: json.RawMessage(`{"schedule": {"crontab": "0 0 0 1 1 *"}, "minIntervalMs": 0}`)})
 			require.NoError(b, err)
-			_, _, err = pol.Attach(ctx, string(typ), store.PolicyObject{Level: store.LevelCatalog, Catalog: "bench"})
+			_, _, err = st.Attach(ctx, string(typ), store.PolicyObject{Level: store.LevelCatalog, Catalog: "bench"})
 			require.NoError(b, err)
 			policies = append(policies, p)
 		}
@@ -84,7 +84,7 @@ func BenchmarkCollidingPolicies1000x4(b *testing.B) {
 			fl, err := flow.NewFlow(st, sub, flow.FlowConfig{DBURL: url,
 				Catalogs: []flow.CatalogConfig{{Name: "bench", Properties: map[string]string{"type": "rest", "uri": "http://unused"}}}})
 			require.NoError(b, err)
-			eng, err := scheduler.New(sch, scheduler.Config{NodeID: fmt.Sprintf("collide-%d", i), PollInterval: poll,
+			eng, err := scheduler.New(st, scheduler.Config{NodeID: fmt.Sprintf("collide-%d", i), PollInterval: poll,
 				Pools: map[string]int{flow.KindCronJob: 8}}, fl.Kinds(nil, 0)...)
 			require.NoError(b, err)
 			engines.Go(func() { require.NoError(b, eng.Run(runCtx)) })
@@ -98,7 +98,7 @@ func BenchmarkCollidingPolicies1000x4(b *testing.B) {
 			}
 		}
 		b.StartTimer()
-		_, err := sch.ScheduleTasks(ctx, rows, instant)
+		_, err := st.ScheduleTasks(ctx, rows, instant)
 		require.NoError(b, err)
 		for {
 			stats, err := st.JobStats(ctx)

@@ -17,17 +17,11 @@ import (
 
 // ---- commit-job ----
 
-// EnqueueCommit upserts the table's commit-job, due after the commit delay;
+// UpsertCommit upserts the table's commit-job, due after the commit delay;
 // a burst of commits coalesces into one row. eng must run the flow's kinds.
-func (f *Flow) EnqueueCommit(ctx context.Context, eng *scheduler.Engine, tableID int64) error {
-	_, err := f.UpsertCommit(ctx, eng, tableID)
-	return err
-}
-
-// UpsertCommit is EnqueueCommit that also reports whether a new row was
-// made (false: the commit coalesced into a pending row), and that wakes
-// this node's commit pool when the row falls due after the commit delay
-// instead of at its next poll.
+// created reports whether a new row was made (false: the commit coalesced
+// into a pending row). It wakes this node's commit pool when the row falls
+// due after the commit delay instead of at its next poll.
 func (f *Flow) UpsertCommit(ctx context.Context, eng *scheduler.Engine, tableID int64) (created bool, err error) {
 	created, due, err := UpsertCommitJob(ctx, engineUpserter{eng}, tableID, eng.Clock().Now(), f.cfg.CommitDelay)
 	if err == nil && f.cfg.CommitDelay > 0 {
@@ -101,7 +95,7 @@ func (f *Flow) commitJob(ctx context.Context, x *scheduler.Execution) error {
 	if err != nil {
 		return err
 	}
-	eff, err := f.pol.EffectivePolicies(ctx, tbl.Catalog, tbl.Namespace, tbl.Name)
+	eff, err := f.st.EffectivePolicies(ctx, tbl.Catalog, tbl.Namespace, tbl.Name)
 	if err != nil {
 		return err
 	}

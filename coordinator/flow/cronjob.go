@@ -30,7 +30,7 @@ func (f *Flow) cronJob(ctx context.Context, x *scheduler.Execution) error {
 		}
 		return f.deferBusy(ctx, x, KindCronJob, tableID, zap.Int64("table", tableID), zap.Int64("policy", policyID))
 	}
-	p, err := f.pol.GetPolicyByID(ctx, policyID)
+	p, err := f.st.GetPolicyByID(ctx, policyID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && (p.Deleted() || !p.Enabled)) {
 		f.skip(KindCronJob, "policy disabled", zap.Int64("policy", policyID))
 		return x.Complete(ctx, nil)

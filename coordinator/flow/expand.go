@@ -118,7 +118,7 @@ func (f *Flow) expand(ctx context.Context, x *scheduler.Execution) error {
 	}
 	m := store.ExpandMove{Now: now, Done: sched.Next(now), Data: data}
 	return x.CompleteBy(ctx, func(ctx context.Context, claim store.Task) ([]string, error) {
-		created, next, err := f.ex.CompleteExpand(ctx, claim, e, m)
+		created, next, err := f.st.CompleteExpand(ctx, claim, e, m)
 		var wake []string
 		if err == nil && (next != 0 || !m.Done.After(m.Now)) {
 			wake = append(wake, claim.Name) // more tables in the instant
@@ -133,7 +133,7 @@ func (f *Flow) expand(ctx context.Context, x *scheduler.Execution) error {
 // expandPolicy reads the policy of a policy-expand row: ok false when the
 // row should go (policy gone, disabled or no longer a crontab policy).
 func (f *Flow) expandPolicy(ctx context.Context, id int64) (policy.Content, bool, error) {
-	p, err := f.pol.GetPolicyByID(ctx, id)
+	p, err := f.st.GetPolicyByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		f.skip(KindPolicyExpand, "policy gone")
 		return policy.Content{}, false, nil

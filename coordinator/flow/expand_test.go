@@ -35,12 +35,10 @@ func TestExpandBatches(t *testing.T) {
 			}
 			_, err = st.RegisterTables(b.Ctx, refs)
 			require.NoError(t, err)
-			pol, err := store.PoliciesOf(st)
-			require.NoError(t, err)
-			p, err := pol.CreatePolicy(b.Ctx, store.NewPolicy{Name: "hourly", Type: "system_iceberg_compaction", Enabled: true,
+			p, err := st.CreatePolicy(b.Ctx, store.NewPolicy{Name: "hourly", Type: "system_iceberg_compaction", Enabled: true,
 				Content: json.RawMessage(`{"schedule": {"crontab": "@hourly"}}`)})
 			require.NoError(t, err)
-			_, _, err = pol.Attach(b.Ctx, "hourly", store.PolicyObject{Level: store.LevelCatalog, Catalog: "c"})
+			_, _, err = st.Attach(b.Ctx, "hourly", store.PolicyObject{Level: store.LevelCatalog, Catalog: "c"})
 			require.NoError(t, err)
 			now := time.Now()
 			require.NoError(t, flow.SyncPolicyTask(b.Ctx, b.Sch, p, now))

@@ -84,8 +84,6 @@ type FlowConfig struct {
 // the policies. It decides; the Submitter runs; the runner records.
 type Flow struct {
 	st       store.Store
-	pol      store.Policies
-	ex       store.Expander
 	sub      submit.Submitter
 	cfg      FlowConfig
 	catalogs map[string]CatalogConfig
@@ -103,14 +101,6 @@ func NewFlow(st store.Store, sub submit.Submitter, cfg FlowConfig) (*Flow, error
 	if cfg.DBURL == "" {
 		return nil, fmt.Errorf("%w: flow: the ledger URL runners open is required", invalid.ErrArgument)
 	}
-	pol, err := store.PoliciesOf(st)
-	if err != nil {
-		return nil, err
-	}
-	ex, err := store.ExpanderOf(st)
-	if err != nil {
-		return nil, err
-	}
 	cfg.EnqueueBatchSize = cmp.Or(cfg.EnqueueBatchSize, DefaultEnqueueBatchSize)
 	if cfg.EnqueueBatchSize < 1 {
 		return nil, fmt.Errorf("%w: expand.enqueueBatchSize must be positive, got %d", invalid.ErrArgument, cfg.EnqueueBatchSize)
@@ -123,7 +113,7 @@ func NewFlow(st store.Store, sub submit.Submitter, cfg FlowConfig) (*Flow, error
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	f := &Flow{st: st, pol: pol, ex: ex, sub: sub, cfg: cfg, catalogs: map[string]CatalogConfig{},
+	f := &Flow{st: st, sub: sub, cfg: cfg, catalogs: map[string]CatalogConfig{},
 		open: map[string]catalog.Catalog{}, skipped: map[string]int64{}, runs: map[string]int64{}}
 	for _, c := range cfg.Catalogs {
 		switch {
@@ -196,7 +186,7 @@ func (f *Flow) skip(kind, reason string, fields ...zap.Field) {
 func (f *Flow) Store() store.Store { return f.st }
 
 // Policies returns the flow's policy store.
-func (f *Flow) Policies() store.Policies { return f.pol }
+func (f *Flow) Policies() store.Policies { return f.st }
 
 // Log returns the flow's logger.
 func (f *Flow) Log() *zap.Logger { return f.cfg.Log }

@@ -19,7 +19,7 @@ import (
 
 // flowBench is a migrated PostgreSQL schema with n registered tables in
 // catalog "bench".
-func flowBench(b *testing.B, n int) (string, store.Store, store.Scheduler, store.Policies) {
+func flowBench(b *testing.B, n int) (string, store.Store) {
 	b.Helper()
 	ctx := context.Background()
 	url := testdb.PostgresURL(b)
@@ -36,11 +36,7 @@ func flowBench(b *testing.B, n int) (string, store.Store, store.Scheduler, store
 		_, err := st.RegisterTables(ctx, refs)
 		require.NoError(b, err)
 	}
-	sch, err := store.TasksOf(st)
-	require.NoError(b, err)
-	pol, err := store.PoliciesOf(st)
-	require.NoError(b, err)
-	return url, st, sch, pol
+	return url, st
 }
 
 // countTasks returns the rows of kind name, counted in the database.
@@ -66,11 +62,11 @@ func BenchmarkExpand100k(b *testing.B) {
 	ctx := context.Background()
 	for range b.N {
 		b.StopTimer()
-		url, st, sch, pol := flowBench(b, tables)
-		p, err := pol.CreatePolicy(ctx, store.NewPolicy{Name: "expand", Type: "system_iceberg_compaction", Enabled: true,
+		url, st := flowBench(b, tables)
+		p, err := st.CreatePolicy(ctx, store.NewPolicy{Name: "expand", Type: "system_iceberg_compaction", Enabled: true,
 			Content: json.RawMessage(`{"schedule": {"crontab": "@hourly"}}`)})
 		require.NoError(b, err)
-		_, _, err = pol.Attach(ctx, "expand", store.PolicyObject{Level: store.LevelCatalog, Catalog: "bench"})
+		_, _, err = st.Attach(ctx, "expand", store.PolicyObject{Level: store.LevelCatalog, Catalog: "bench"})
 		require.NoError(b, err)
 		fl, err := flow.NewFlow(st, nil, flow.FlowConfig{DBURL: url})
 		require.NoError(b, err)
@@ -80,7 +76,7 @@ func BenchmarkExpand100k(b *testing.B) {
 				kinds = append(kinds, k)
 			}
 		}
-		eng, err := scheduler.New(sch, scheduler.Config{PollInterval: 20 * time.Millisecond}, kinds...)
+		eng, err := scheduler.New(st, scheduler.Config{PollInterval: 20 * time.Millisecond}, kinds...)
 		require.NoError(b, err)
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -89,7 +85,7 @@ func BenchmarkExpand100k(b *testing.B) {
 
 		b.StartTimer()
 		start := time.Now()
-		_, err = sch.ScheduleTask(ctx, store.NewTask{TaskKey: flow.ExpandKey(p.ID), ExecutionTime: start}, start)
+		_, err = st.ScheduleTask(ctx, store.NewTask{TaskKey: flow.ExpandKey(p.ID), ExecutionTime: start}, start)
 		require.NoError(b, err)
 		for countTasks(b, st, flow.KindCronJob) < tables {
 			time.Sleep(20 * time.Millisecond)
@@ -100,14 +96,14 @@ func BenchmarkExpand100k(b *testing.B) {
 		require.NoError(b, <-done)
 
 		// Baseline: the same rows, bare, in batches of 100, on a fresh schema.
-		_, st2, sch2, _ := flowBench(b, 0)
+		_, st2 := flowBench(b, 0)
 		start = time.Now()
 		for lo := int64(1); lo <= tables; lo += 100 {
 			var batch []store.NewTask
 			for id := lo; id < lo+100; id++ {
 				batch = append(batch, store.NewTask{TaskKey: flow.CronJobKey(id, p.ID), ExecutionTime: start})
 			}
-			_, err := sch2.ScheduleTasks(ctx, batch, start)
+			_, err := st2.ScheduleTasks(ctx, batch, start)
 			require.NoError(b, err)
 		}
 		insert := time.Since(start)
@@ -127,10 +123,10 @@ func BenchmarkCommitEnqueue50k(b *testing.B) {
 	ctx := context.Background()
 	for range b.N {
 		b.StopTimer()
-		url, st, sch, _ := flowBench(b, tables)
+		url, st := flowBench(b, tables)
 		fl, err := flow.NewFlow(st, nil, flow.FlowConfig{DBURL: url, CommitDelay: time.Hour})
 		require.NoError(b, err)
-		eng, err := scheduler.New(sch, scheduler.Config{}, fl.Kinds(nil, 0)...)
+		eng, err := scheduler.New(st, scheduler.Config{}, fl.Kinds(nil, 0)...)
 		require.NoError(b, err)
 		b.StartTimer()
 		start := time.Now()
@@ -140,7 +136,7 @@ func BenchmarkCommitEnqueue50k(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for i := w; i < enqueues; i += workers {
-					if err := fl.EnqueueCommit(ctx, eng, int64(i%tables)+1); err != nil {
+					if _, err := fl.UpsertCommit(ctx, eng, int64(i%tables)+1); err != nil {
 						b.Error(err)
 						return
 					}

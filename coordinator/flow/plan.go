@@ -124,10 +124,6 @@ func (f *Flow) Plan(ctx context.Context, q PlanQuery) (Plan, error) {
 		now = time.Now()
 	}
 	now = now.UTC()
-	reads, err := store.PlanReadsOf(f.st)
-	if err != nil {
-		return Plan{}, err
-	}
 	var tables []store.Table
 	switch {
 	case q.Tables != nil:
@@ -142,11 +138,8 @@ func (f *Flow) Plan(ctx context.Context, q PlanQuery) (Plan, error) {
 		}
 		tables = []store.Table{t}
 	default:
-		ledger, err := store.LedgerQueriesOf(f.st)
-		if err != nil {
-			return Plan{}, err
-		}
-		if tables, err = ledger.ListTables(ctx, q.AfterID, limit); err != nil {
+		var err error
+		if tables, err = f.st.ListTables(ctx, q.AfterID, limit); err != nil {
 			return Plan{}, err
 		}
 	}
@@ -158,7 +151,7 @@ func (f *Flow) Plan(ctx context.Context, q PlanQuery) (Plan, error) {
 	for i, t := range tables {
 		ids[i] = t.ID
 	}
-	facts, err := reads.PlanFacts(ctx, ids)
+	facts, err := f.st.PlanFacts(ctx, ids)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -169,7 +162,7 @@ func (f *Flow) Plan(ctx context.Context, q PlanQuery) (Plan, error) {
 			keys = append(keys, CronJobKey(t.ID, e.Policy.ID), ExpandKey(e.Policy.ID))
 		}
 	}
-	tasks, err := reads.GetTasks(ctx, keys)
+	tasks, err := f.st.GetTasks(ctx, keys)
 	if err != nil {
 		return Plan{}, err
 	}

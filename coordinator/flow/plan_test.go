@@ -31,8 +31,6 @@ func TestPlan(t *testing.T) {
 			st, err := store.Open(ctx, b.URL, zaptest.NewLogger(t))
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = st.Close() })
-			pol, err := store.PoliciesOf(st)
-			require.NoError(t, err)
 			reg := func(name, uuid string) store.Table {
 				tbl, err := st.RegisterTable(ctx, store.TableRef{Catalog: "c", Namespace: "ns", Name: name, UUID: uuid})
 				require.NoError(t, err)
@@ -43,9 +41,9 @@ func TestPlan(t *testing.T) {
 			old := reg("again", "u6")
 			again := reg("again", "u7")
 			mk := func(name, typ, content string, enabled bool, obj store.PolicyObject) store.Policy {
-				p, err := pol.CreatePolicy(ctx, store.NewPolicy{Name: name, Type: typ, Enabled: enabled, Content: json.RawMessage(content)})
+				p, err := st.CreatePolicy(ctx, store.NewPolicy{Name: name, Type: typ, Enabled: enabled, Content: json.RawMessage(content)})
 				require.NoError(t, err)
-				_, _, err = pol.Attach(ctx, name, obj)
+				_, _, err = st.Attach(ctx, name, obj)
 				require.NoError(t, err)
 				return p
 			}
@@ -194,18 +192,16 @@ func TestPlanGCDisabled(t *testing.T) {
 	st, err := store.Open(ctx, b.URL, zaptest.NewLogger(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	pol, err := store.PoliciesOf(st)
-	require.NoError(t, err)
 	nogc, err := st.RegisterTable(ctx, store.TableRef{Catalog: "c", Namespace: "ns", Name: "nogc", UUID: "u1"})
 	require.NoError(t, err)
 	plain, err := st.RegisterTable(ctx, store.TableRef{Catalog: "c", Namespace: "ns", Name: "plain", UUID: "u2"})
 	require.NoError(t, err)
 	require.NoError(t, st.RecordTableFacts(ctx, nogc.ID, store.TableFacts{Location: "s3://b/nogc", GCEnabled: false}))
 	require.NoError(t, st.RecordTableFacts(ctx, plain.ID, store.TableFacts{Location: "s3://b/plain", GCEnabled: true}))
-	_, err = pol.CreatePolicy(ctx, store.NewPolicy{Name: "orphans", Type: policy.PolicyTypeOf(policy.OrphanCleanup), Enabled: true,
+	_, err = st.CreatePolicy(ctx, store.NewPolicy{Name: "orphans", Type: policy.PolicyTypeOf(policy.OrphanCleanup), Enabled: true,
 		Content: json.RawMessage(`{"schedule": {"crontab": "@daily"}}`)})
 	require.NoError(t, err)
-	_, _, err = pol.Attach(ctx, "orphans", store.PolicyObject{Level: store.LevelCatalog, Catalog: "c"})
+	_, _, err = st.Attach(ctx, "orphans", store.PolicyObject{Level: store.LevelCatalog, Catalog: "c"})
 	require.NoError(t, err)
 
 	fl, err := flow.NewFlow(st, nil, flow.FlowConfig{DBURL: b.URL, Log: zaptest.NewLogger(t)})

@@ -25,7 +25,7 @@ import (
 // by the catalog watcher, or by `discover`. An attachment to a catalog the
 // coordinator is not configured with is logged and skipped.
 func (f *Flow) Sync(ctx context.Context, sch store.Scheduler, now time.Time) error {
-	policies, err := f.pol.ListPolicies(ctx)
+	policies, err := f.st.ListPolicies(ctx)
 	if err != nil {
 		return err
 	}
@@ -37,7 +37,7 @@ func (f *Flow) Sync(ctx context.Context, sch store.Scheduler, now time.Time) err
 		if !p.Enabled {
 			continue
 		}
-		atts, err := f.pol.ListAttachments(ctx, p.ID)
+		atts, err := f.st.ListAttachments(ctx, p.ID)
 		if err != nil {
 			return err
 		}

@@ -51,13 +51,11 @@ func BenchmarkWebhookIngest(b *testing.B) {
 	}
 	_, err = st.RegisterTables(ctx, refs)
 	require.NoError(b, err)
-	sch, err := store.TasksOf(st)
-	require.NoError(b, err)
 
 	// A node that runs commit-jobs, so rows are consumed and re-created
 	// as in production.
 	var executed atomic.Int64
-	eng, err := scheduler.New(sch, scheduler.Config{NodeID: "bench", PollInterval: 100 * time.Millisecond},
+	eng, err := scheduler.New(st, scheduler.Config{NodeID: "bench", PollInterval: 100 * time.Millisecond},
 		scheduler.Kind{Name: flow.KindCommitJob, Handler: func(context.Context, *scheduler.Execution) error {
 			executed.Add(1)
 			return nil

@@ -68,13 +68,11 @@ func onBackends(t *testing.T, fn func(t *testing.T, backend string)) {
 
 // openBackend migrates a fresh database of backend and opens a store on it
 // (closed when the test ends).
-func openBackend(t *testing.T, backend string) (string, store.Store, store.Scheduler, *zap.Logger) {
+func openBackend(t *testing.T, backend string) (string, store.Store, *zap.Logger) {
 	t.Helper()
 	log := zaptest.NewLogger(t)
 	dbURL, st := testdb.OpenMigrated(t, backend, log)
-	sch, err := store.TasksOf(st)
-	require.NoError(t, err)
-	return dbURL, st, sch, log
+	return dbURL, st, log
 }
 
 // setup migrates a fresh database of backend, registers tables db.orders
@@ -82,8 +80,8 @@ func openBackend(t *testing.T, backend string) (string, store.Store, store.Sched
 // mutate (may be nil) adjusts the config first.
 func setup(t *testing.T, backend string, mutate func(*httpapi.Config)) *bundle {
 	t.Helper()
-	dbURL, st, sch, log := openBackend(t, backend)
-	b := &bundle{t: t, url: dbURL, st: st, sch: sch, tables: map[string]store.Table{}}
+	dbURL, st, log := openBackend(t, backend)
+	b := &bundle{t: t, url: dbURL, st: st, sch: st, tables: map[string]store.Table{}}
 	for _, ref := range []store.TableRef{
 		{Catalog: "cat", Namespace: "db", Name: "orders", UUID: "u-orders"},
 		{Catalog: "cat", Namespace: "db.sales", Name: "items", UUID: "u-items"},

@@ -103,11 +103,7 @@ func NewResources(cfg ResourcesConfig) (http.Handler, error) {
 	if cfg.Catalogs != nil {
 		ops.CheckCatalogs(cfg.Catalogs)
 	}
-	ledger, err := store.LedgerQueriesOf(cfg.Store)
-	if err != nil {
-		return nil, fmt.Errorf("httpapi: %w", err)
-	}
-	rs := &resources{st: cfg.Store, ops: ops, ledger: ledger, sub: cfg.Submitter, log: cfg.Log, now: cfg.Now, planFn: cfg.Plan}
+	rs := &resources{st: cfg.Store, ops: ops, ledger: cfg.Store, sub: cfg.Submitter, log: cfg.Log, now: cfg.Now, planFn: cfg.Plan}
 	mux := http.NewServeMux()
 	for _, rt := range []struct {
 		path    string
@@ -278,19 +274,3 @@ func timeParam(field, s string, now time.Time) (time.Time, error) {
 
 // jsonOK answers 200 with v.
 func jsonOK(w http.ResponseWriter, v any) { writeJSON(w, http.StatusOK, v) }
-
-// optTime is t, nil when zero.
-func optTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
-// rawOrNull is v, or JSON null when empty.
-func rawOrNull(v json.RawMessage) json.RawMessage {
-	if len(v) == 0 {
-		return json.RawMessage("null")
-	}
-	return v
-}

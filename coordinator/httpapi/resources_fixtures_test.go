@@ -82,11 +82,11 @@ type resBundle struct {
 // resSetup migrates a fresh database of backend and builds the handler.
 func resSetup(t *testing.T, backend string) *resBundle {
 	t.Helper()
-	_, st, sch, log := openBackend(t, backend)
+	_, st, log := openBackend(t, backend)
 	sub := &fakeSubmitter{known: map[string]error{}}
 	h, err := httpapi.NewResources(httpapi.ResourcesConfig{Store: st, Submitter: sub, Log: log, Now: func() time.Time { return resNow }})
 	require.NoError(t, err)
-	return &resBundle{t: t, st: st, sch: sch, sub: sub, handler: h}
+	return &resBundle{t: t, st: st, sch: st, sub: sub, handler: h}
 }
 
 // call sends a request straight to the handler and returns the status and

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,8 +21,8 @@ import (
 // jobList is GET /v1/jobs: a page, newest first, and the before of the
 // next page (null on the last page).
 type jobList struct {
-	Jobs []jobDoc `json:"jobs"`
-	Next *int64   `json:"next"`
+	Jobs []admin.JobDoc `json:"jobs"`
+	Next *int64         `json:"next"`
 }
 
 // Pseudo statuses of the status filter.
@@ -49,7 +48,7 @@ func (rs *resources) listJobs(w http.ResponseWriter, r *http.Request) {
 		rs.fail(w, r, err)
 		return
 	}
-	out := jobList{Jobs: jobDocsOf(jobs)}
+	out := jobList{Jobs: admin.JobDocsOf(jobs)}
 	if len(jobs) == jq.Limit {
 		out.Next = &jobs[len(jobs)-1].ID
 	}
@@ -117,18 +116,6 @@ func joinStatuses() string {
 	return strings.Join(names, ", ")
 }
 
-// jobDetail is GET /v1/jobs/{id}: the row, its table, the per-type
-// outcomes the runner recorded, its spec, and the table's metrics at the
-// before and after snapshots.
-type jobDetail struct {
-	jobDoc
-	Table         tableDoc        `json:"table"`
-	Outcomes      json.RawMessage `json:"outcomes"`
-	Spec          json.RawMessage `json:"spec"`
-	MetricsBefore *metricsDoc     `json:"metricsBefore"`
-	MetricsAfter  *metricsDoc     `json:"metricsAfter"`
-}
-
 func (rs *resources) getJob(w http.ResponseWriter, r *http.Request) {
 	id, err := jobIDParam(r)
 	if err != nil {
@@ -152,22 +139,23 @@ func jobIDParam(r *http.Request) (int64, error) {
 	return idParam("id", r.PathValue("id"))
 }
 
-func (rs *resources) jobDetail(ctx context.Context, id int64) (jobDetail, error) {
+// jobDetail is GET /v1/jobs/{id}: the row, its table, the per-type
+// outcomes the runner recorded, its spec, and the table's metrics at the
+// before and after snapshots.
+func (rs *resources) jobDetail(ctx context.Context, id int64) (admin.JobDetail, error) {
 	j, err := rs.st.GetJob(ctx, id)
 	if err != nil {
-		return jobDetail{}, err
+		return admin.JobDetail{}, err
 	}
 	t, err := rs.st.GetTable(ctx, j.TableID)
 	if err != nil {
-		return jobDetail{}, fmt.Errorf("table of job %d: %w", j.ID, err)
+		return admin.JobDetail{}, fmt.Errorf("table of job %d: %w", j.ID, err)
 	}
 	ms, err := rs.st.ListSnapshotMetrics(ctx, j.TableID)
 	if err != nil {
-		return jobDetail{}, err
+		return admin.JobDetail{}, err
 	}
-	return jobDetail{jobDoc: jobDocOf(j), Table: tableDocOf(t), Outcomes: rawOrNull(j.Outcomes), Spec: rawOrNull(j.Spec),
-		MetricsBefore: metricsDocOf(store.MetricsAt(ms, j.BeforeSnapshotID, j.PolicyID)),
-		MetricsAfter:  metricsDocOf(store.MetricsAt(ms, j.AfterSnapshotID, j.PolicyID))}, nil
+	return admin.JobDetailOf(j, t, ms), nil
 }
 
 // cancelResult answers POST /v1/jobs/{id}/cancel.
@@ -176,8 +164,8 @@ type cancelResult struct {
 	// stop the job; its runner closes the row cancelled, or the reconciler
 	// does) or "closed" (the row was fenced out and closed cancelled here,
 	// because no submitter on this node knows a job for it).
-	Cancel string    `json:"cancel"`
-	Job    jobDetail `json:"job"`
+	Cancel string          `json:"cancel"`
+	Job    admin.JobDetail `json:"job"`
 }
 
 // cancelJob is POST /v1/jobs/{id}/cancel. A finished row is 409. A row

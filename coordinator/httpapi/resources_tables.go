@@ -2,96 +2,28 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/tms-dev/tms/coordinator/admin"
 	"github.com/tms-dev/tms/store"
 )
 
-// This file is /v1/tables and the JSON shapes of tables, jobs and metrics
-// that /v1/jobs shares.
+// This file is /v1/tables. The documents of tables, jobs and metrics rows
+// are package admin's (TableDoc, JobDoc, MetricsDoc), which /v1/jobs and
+// the CLI's --json print too.
 
 // recentJobs is how many job rows GET /v1/tables/{table} shows.
 const recentJobs = 10
 
-// tableDoc is a registered table in JSON.
-type tableDoc struct {
-	ID        int64     `json:"id"`
-	Name      string    `json:"name"` // CATALOG.NAMESPACE.TABLE
-	Catalog   string    `json:"catalog"`
-	Namespace string    `json:"namespace"`
-	Table     string    `json:"table"`
-	UUID      string    `json:"uuid"`
-	CreatedAt time.Time `json:"createdAt"`
-}
-
-func tableDocOf(t store.Table) tableDoc {
-	return tableDoc{ID: t.ID, Name: t.Catalog + "." + t.Namespace + "." + t.Name, Catalog: t.Catalog,
-		Namespace: t.Namespace, Table: t.Name, UUID: t.UUID, CreatedAt: t.CreatedAt}
-}
-
 // tableStatusDoc is a table with its last job and latest metrics.
 type tableStatusDoc struct {
-	tableDoc
-	LastJob *jobDoc     `json:"lastJob"`
-	Metrics *metricsDoc `json:"metrics"`
+	admin.TableDoc
+	LastJob *admin.JobDoc     `json:"lastJob"`
+	Metrics *admin.MetricsDoc `json:"metrics"`
 	// RecentJobs is only set by GET /v1/tables/{table}.
-	RecentJobs []jobDoc `json:"recentJobs,omitempty"`
-}
-
-// metricsDoc is a metrics row in JSON.
-type metricsDoc struct {
-	SnapshotID int64           `json:"snapshotId"`
-	PolicyID   int64           `json:"policyId"`
-	RecordedAt time.Time       `json:"recordedAt"`
-	Value      json.RawMessage `json:"value"`
-}
-
-func metricsDocOf(m *store.SnapshotMetrics) *metricsDoc {
-	if m == nil {
-		return nil
-	}
-	return &metricsDoc{SnapshotID: m.SnapshotID, PolicyID: m.PolicyID, RecordedAt: m.RecordedAt, Value: m.Value}
-}
-
-// jobDoc is a job row in JSON, without its spec and outcomes (see
-// jobDetail).
-type jobDoc struct {
-	ID               int64      `json:"id"`
-	ExternalJobID    string     `json:"externalJobId"`
-	Submitter        string     `json:"submitter"` // local, command or gravitino; empty if unknown
-	TableID          int64      `json:"tableId"`
-	PolicyID         int64      `json:"policyId"`
-	Types            []string   `json:"types"`
-	Trigger          string     `json:"trigger"`
-	Status           string     `json:"status"`
-	InFlight         bool       `json:"inFlight"`
-	Fence            int64      `json:"fence"`
-	BeforeSnapshotID *int64     `json:"beforeSnapshotId"`
-	AfterSnapshotID  *int64     `json:"afterSnapshotId"`
-	Error            string     `json:"error,omitempty"`
-	CreatedAt        time.Time  `json:"createdAt"`
-	StartedAt        *time.Time `json:"startedAt"`
-	FinishedAt       *time.Time `json:"finishedAt"`
-}
-
-func jobDocOf(j store.Job) jobDoc {
-	return jobDoc{ID: j.ID, ExternalJobID: j.JobID, Submitter: j.Submitter, TableID: j.TableID, PolicyID: j.PolicyID, Types: j.Types,
-		Trigger: string(j.Trigger), Status: string(j.Status), InFlight: j.InFlight(), Fence: j.Fence,
-		BeforeSnapshotID: j.BeforeSnapshotID, AfterSnapshotID: j.AfterSnapshotID, Error: j.Error,
-		CreatedAt: j.CreatedAt, StartedAt: optTime(j.StartedAt), FinishedAt: optTime(j.FinishedAt)}
-}
-
-func jobDocsOf(jobs []store.Job) []jobDoc {
-	out := make([]jobDoc, len(jobs))
-	for i, j := range jobs {
-		out[i] = jobDocOf(j)
-	}
-	return out
+	RecentJobs []admin.JobDoc `json:"recentJobs,omitempty"`
 }
 
 // tableList is GET /v1/tables: a page, and the after of the next page
@@ -128,9 +60,9 @@ func (rs *resources) listTables(w http.ResponseWriter, r *http.Request) {
 	}
 	out := tableList{Tables: make([]tableStatusDoc, len(page))}
 	for i, ts := range page {
-		out.Tables[i] = tableStatusDoc{tableDoc: tableDocOf(ts.Table), Metrics: metricsDocOf(ts.Metrics)}
+		out.Tables[i] = tableStatusDoc{TableDoc: admin.TableDocOf(ts.Table), Metrics: admin.MetricsDocOf(ts.Metrics)}
 		if ts.LastJob != nil {
-			d := jobDocOf(*ts.LastJob)
+			d := admin.JobDocOf(*ts.LastJob)
 			out.Tables[i].LastJob = &d
 		}
 	}
@@ -163,12 +95,12 @@ func (rs *resources) getTable(w http.ResponseWriter, r *http.Request) {
 		rs.fail(w, r, err)
 		return
 	}
-	doc := tableStatusDoc{tableDoc: tableDocOf(t), RecentJobs: jobDocsOf(jobs)}
+	doc := tableStatusDoc{TableDoc: admin.TableDocOf(t), RecentJobs: admin.JobDocsOf(jobs)}
 	if len(jobs) > 0 {
 		doc.LastJob = &doc.RecentJobs[0]
 	}
 	if len(ms) > 0 {
-		doc.Metrics = metricsDocOf(&ms[len(ms)-1])
+		doc.Metrics = admin.MetricsDocOf(&ms[len(ms)-1])
 	}
 	jsonOK(w, doc)
 }

@@ -84,10 +84,8 @@ func benchCommitToClaim(b *testing.B, poll time.Duration,
 
 	fl, err := flow.NewFlow(st, nil, flow.FlowConfig{DBURL: dbURL, CommitDelay: -1})
 	require.NoError(b, err)
-	sch, err := store.TasksOf(st)
-	require.NoError(b, err)
 	claimed := make(chan time.Time, 1)
-	eng, err := scheduler.New(sch, scheduler.Config{PollInterval: poll}, scheduler.Kind{
+	eng, err := scheduler.New(st, scheduler.Config{PollInterval: poll}, scheduler.Kind{
 		Name: flow.KindCommitJob,
 		Handler: func(context.Context, *scheduler.Execution) error {
 			claimed <- time.Now()

@@ -63,12 +63,10 @@ func appendRow(t testing.TB, tbl *table.Table) *table.Table {
 // attaches it to obj.
 func onCommitPolicy(t testing.TB, st store.Store, name, content string, obj store.PolicyObject) {
 	t.Helper()
-	pol, err := store.PoliciesOf(st)
-	require.NoError(t, err)
-	_, err = pol.CreatePolicy(context.Background(), store.NewPolicy{Name: name, Type: "system_iceberg_compaction", Enabled: true,
+	_, err := st.CreatePolicy(context.Background(), store.NewPolicy{Name: name, Type: "system_iceberg_compaction", Enabled: true,
 		Content: json.RawMessage(content)})
 	require.NoError(t, err)
-	_, _, err = pol.Attach(context.Background(), name, obj)
+	_, _, err = st.Attach(context.Background(), name, obj)
 	require.NoError(t, err)
 }
 
@@ -127,8 +125,7 @@ func setupWatch(t *testing.T, backend string) *watchBundle {
 		Catalogs: []flow.CatalogConfig{{Name: catalogs.LocalName, WarehouseDir: dir}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = fl.Close() })
-	b.sch, err = store.TasksOf(l.St)
-	require.NoError(t, err)
+	b.sch = l.St
 	eng, err := scheduler.New(b.sch, scheduler.Config{Clock: b.clock}, fl.Kinds(nil, 0)...)
 	require.NoError(t, err)
 	b.watcher, err = ingress.NewWatcher(fl, eng, ingress.WatcherConfig{Interval: time.Minute, OnEnqueue: func(created bool) {
@@ -286,9 +283,7 @@ func TestWatcherConfigErrors(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ingress.NewWatcher(fl, nil, ingress.WatcherConfig{})
 	require.ErrorContains(t, err, "engine is required")
-	sch, err := store.TasksOf(l.St)
-	require.NoError(t, err)
-	eng, err := scheduler.New(sch, scheduler.Config{}, fl.Kinds(nil, 0)...)
+	eng, err := scheduler.New(l.St, scheduler.Config{}, fl.Kinds(nil, 0)...)
 	require.NoError(t, err)
 	_, err = ingress.NewWatcher(fl, eng, ingress.WatcherConfig{Interval: -time.Second})
 	require.ErrorIs(t, err, invalid.ErrArgument)
@@ -312,9 +307,7 @@ func TestUpsertCommitWakesThePoolWhenDue(t *testing.T) {
 	}
 	fl, err := flow.NewFlow(l.St, nil, flow.FlowConfig{DBURL: l.URL, CommitDelay: 2 * time.Second})
 	require.NoError(t, err)
-	sch, err := store.TasksOf(l.St)
-	require.NoError(t, err)
-	b := &coordtest.Bundle{T: t, URL: l.URL, Sch: sch, Ctx: t.Context()}
+	b := &coordtest.Bundle{T: t, URL: l.URL, Sch: l.St, Ctx: t.Context()}
 	start := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
 	clock := scheduler.NewManualClock(start)
 	ran := make(chan string, 2)

@@ -107,15 +107,11 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("%w: commit webhook: a store is required", invalid.ErrArgument)
 	}
-	sch, err := store.TasksOf(cfg.Store)
-	if err != nil {
-		return nil, err
-	}
 	cfg.CommitDelay = flow.ResolveCommitDelay(cfg.CommitDelay)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Webhook{tables: cfg.Store, batch: &batcher{sch: sch, now: cfg.Now, delay: cfg.CommitDelay, onDue: cfg.OnCommitJobDue}}, nil
+	return &Webhook{tables: cfg.Store, batch: &batcher{sch: cfg.Store, now: cfg.Now, delay: cfg.CommitDelay, onDue: cfg.OnCommitJobDue}}, nil
 }
 
 // Ingest resolves each event's table, then has the group commit record the

@@ -83,9 +83,7 @@ func TestReconcileDeadlines(t *testing.T) {
 				CommitEventAge: time.Hour, Clock: clock, Log: zaptest.NewLogger(t),
 			})
 			// A commit event id received now is remembered for an hour.
-			sch, err := store.TasksOf(l.St)
-			require.NoError(t, err)
-			require.NoError(t, sch.WithTx(ctx, func(ctx context.Context, tx store.TxWriter) error {
+			require.NoError(t, l.St.WithTx(ctx, func(ctx context.Context, tx store.TxWriter) error {
 				_, err := tx.RecordCommitEvent(ctx, store.CommitEvent{EventID: "ev-1", TableID: 1, ReceivedAt: clock.Now()})
 				return err
 			}))
@@ -155,13 +153,11 @@ func TestReconcileDeadNodes(t *testing.T) {
 			t.Parallel()
 			l := coordtest.NewLocalLedger(t, backend)
 			ctx := t.Context()
-			sch, err := store.TasksOf(l.St)
-			require.NoError(t, err)
 			now := time.Now()
-			require.NoError(t, sch.RegisterNode(ctx, "alive", now.Add(-time.Hour)))
-			require.NoError(t, sch.HeartbeatNode(ctx, "alive", now.Add(-10*time.Second)))
-			require.NoError(t, sch.RegisterNode(ctx, "dead", now.Add(-time.Hour)))
-			require.NoError(t, sch.HeartbeatNode(ctx, "dead", now.Add(-2*time.Minute)))
+			require.NoError(t, l.St.RegisterNode(ctx, "alive", now.Add(-time.Hour)))
+			require.NoError(t, l.St.HeartbeatNode(ctx, "alive", now.Add(-10*time.Second)))
+			require.NoError(t, l.St.RegisterNode(ctx, "dead", now.Add(-time.Hour)))
+			require.NoError(t, l.St.HeartbeatNode(ctx, "dead", now.Add(-2*time.Minute)))
 
 			uri, accepted := coordtest.HangingCatalog(t)
 			s := coordtest.NewLocal(t, submit.LocalConfig{})
@@ -172,6 +168,7 @@ func TestReconcileDeadNodes(t *testing.T) {
 				if node != "" {
 					// The fixture's row has no node; give it one as the flow would.
 					require.NoError(t, l.St.FinishJob(ctx, j.ID, j.Fence, store.Finish{Status: store.StatusSucceeded}))
+					var err error
 					j, err = l.St.CreateJob(ctx, store.NewJob{TableID: j.TableID, PolicyID: 1, Types: []string{"compaction"},
 						Trigger: store.TriggerCron, Node: node})
 					require.NoError(t, err)
@@ -184,7 +181,7 @@ func TestReconcileDeadNodes(t *testing.T) {
 			}
 			// The node "restarted" registers again after its row was made.
 			restarted := row("u-restarted", "restarted", "local-old-1")
-			require.NoError(t, sch.RegisterNode(ctx, "restarted", time.Now()))
+			require.NoError(t, l.St.RegisterNode(ctx, "restarted", time.Now()))
 			clock := scheduler.NewManualClock(time.Now())
 			var (
 				ofAlive     = row("u-alive", "alive", "local-elsewhere-1")
@@ -196,7 +193,7 @@ func TestReconcileDeadNodes(t *testing.T) {
 			// A dead node's row whose job this submitter runs: it vouches.
 			vouched := coordtest.HangingJob(t, l, uri, 9)
 			require.NoError(t, l.St.FinishJob(ctx, vouched.ID, vouched.Fence, store.Finish{Status: store.StatusSucceeded}))
-			vouched, err = l.St.CreateJob(ctx, store.NewJob{TableID: vouched.TableID, PolicyID: 9, Types: []string{"compaction"},
+			vouched, err := l.St.CreateJob(ctx, store.NewJob{TableID: vouched.TableID, PolicyID: 9, Types: []string{"compaction"},
 				Trigger: store.TriggerCron, Spec: vouched.Spec, Node: "dead"})
 			require.NoError(t, err)
 			ext, err := s.Submit(ctx, coordtest.Request(l, vouched))
@@ -205,7 +202,7 @@ func TestReconcileDeadNodes(t *testing.T) {
 			coordtest.WaitRunnerInside(t, l, vouched.ID, accepted)
 
 			rec := reconcile.NewReconciler(l.St, s, reconcile.ReconcilerConfig{Clock: clock, Log: zaptest.NewLogger(t)})
-			rec.WatchNodes(liveness{sch: sch, dead: time.Minute})
+			rec.WatchNodes(liveness{sch: l.St, dead: time.Minute})
 			rep, err := rec.Sweep(ctx)
 			require.NoError(t, err)
 			require.Equal(t, map[store.JobStatus]int{store.StatusLost: 4}, rep.Closed)

@@ -56,10 +56,6 @@ func runHelperNode() int {
 		return 1
 	}
 	defer s.Close()
-	sch, err := store.TasksOf(s)
-	if err != nil {
-		return 1
-	}
 	stdin := bufio.NewScanner(os.Stdin)
 	kind := scheduler.Kind{Name: "victim", Handler: func(ctx context.Context, x *scheduler.Execution) error {
 		fmt.Printf("started %s\n", x.Task.Instance)
@@ -82,7 +78,7 @@ func runHelperNode() int {
 	}}
 	cfg := fastLiveness
 	cfg.NodeID, cfg.Pools, cfg.Log = victimNode, map[string]int{"victim": 3}, zap.NewNop()
-	e, err := scheduler.New(sch, cfg, kind)
+	e, err := scheduler.New(s, cfg, kind)
 	if err != nil {
 		return 1
 	}

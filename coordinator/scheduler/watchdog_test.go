@@ -40,8 +40,6 @@ func TestWatchdogStopsCutOffNode(t *testing.T) {
 	s, err := store.Open(context.Background(), u.String(), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
-	sch, err := store.TasksOf(s)
-	require.NoError(t, err)
 
 	started, cancelled := make(chan struct{}), make(chan struct{})
 	kind := scheduler.Kind{Name: "long", Handler: func(ctx context.Context, x *scheduler.Execution) error {
@@ -54,7 +52,7 @@ func TestWatchdogStopsCutOffNode(t *testing.T) {
 		NodeID: "cut-off", HeartbeatInterval: 100 * time.Millisecond, MissedHeartbeatsLimit: 10,
 		WatchdogTimeout: 500 * time.Millisecond,
 	}
-	n := b.StartOn(sch, cfg, kind)
+	n := b.StartOn(s, cfg, kind)
 	_, err = n.Schedule(b.Ctx, store.NewTask{TaskKey: store.TaskKey{Name: "long", Instance: "1"}})
 	require.NoError(t, err)
 	<-started

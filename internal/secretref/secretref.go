@@ -10,6 +10,16 @@ import (
 	"strings"
 )
 
+// Check refuses a value that is not a reference, with the error Resolve
+// gives for it; it reads nothing, so a missing variable or file is no
+// error here.
+func Check(ref string) error {
+	if strings.HasPrefix(ref, "env:") || strings.HasPrefix(ref, "file:") {
+		return nil
+	}
+	return errors.New("the value must be a reference, env:NAME or file:PATH, never the secret itself")
+}
+
 // Resolve reads a secret reference: env:NAME (the variable's value)
 // or file:PATH (the file's content without its trailing line break). A
 // value that is neither is refused, so a secret never lands on a command
@@ -31,7 +41,7 @@ func Resolve(ref string) (string, error) {
 		}
 		v = strings.TrimRight(string(b), "\r\n")
 	default:
-		return "", errors.New("the value must be a reference, env:NAME or file:PATH, never the secret itself")
+		return "", Check(ref)
 	}
 	if v == "" {
 		return "", fmt.Errorf("secret %s is empty", ref)

@@ -35,3 +35,10 @@ func TestResolve(t *testing.T) {
 		require.NotContains(t, err.Error(), "s3cret", "a secret never appears in an error")
 	}
 }
+
+func TestCheck(t *testing.T) {
+	require.NoError(t, secretref.Check("env:TMS_TEST_NEVER_SET"), "a reference is checked, not read")
+	require.NoError(t, secretref.Check("file:/nonexistent"))
+	_, want := secretref.Resolve("s3cret")
+	require.EqualError(t, secretref.Check("s3cret"), want.Error())
+}

@@ -20,14 +20,12 @@ func exerciseCommitEvents(t *testing.T, setup func(*testing.T) *bundle) {
 	t.Run("RecordOnceWithItsJob", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		sch, err := store.TasksOf(b.s)
-		require.NoError(t, err)
 		tbl := b.table(t, "orders")
 		key := store.TaskKey{Name: "commit-job", Instance: "t1"}
 		now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 		ingest := func(eventID string, at time.Time) (fresh, created bool) {
 			t.Helper()
-			err := sch.WithTx(b.ctx, func(ctx context.Context, tx store.TxWriter) error {
+			err := b.s.WithTx(b.ctx, func(ctx context.Context, tx store.TxWriter) error {
 				var err error
 				fresh, err = tx.RecordCommitEvent(ctx, store.CommitEvent{EventID: eventID, TableID: tbl.ID, SnapshotID: ptr(int64(42)), ReceivedAt: now})
 				if err != nil || !fresh {
@@ -46,17 +44,17 @@ func exerciseCommitEvents(t *testing.T, setup func(*testing.T) *bundle) {
 		fresh, created = ingest("ev-1", now.Add(time.Second))
 		require.False(t, fresh, "a repeated event id is not fresh")
 		require.False(t, created)
-		task, err := sch.GetTask(b.ctx, key)
+		task, err := b.s.GetTask(b.ctx, key)
 		require.NoError(t, err)
 		require.Equal(t, now.Add(5*time.Second), task.ExecutionTime, "a duplicate must not touch the job")
 
 		fresh, created = ingest("ev-2", now.Add(3*time.Second))
 		require.True(t, fresh)
 		require.False(t, created, "a second event coalesces into the row")
-		task, err = sch.GetTask(b.ctx, key)
+		task, err = b.s.GetTask(b.ctx, key)
 		require.NoError(t, err)
 		require.Equal(t, now.Add(3*time.Second), task.ExecutionTime, "the earlier due time wins")
-		tasks, err := sch.ListTasks(b.ctx, "commit-job", 10)
+		tasks, err := b.s.ListTasks(b.ctx, "commit-job", 10)
 		require.NoError(t, err)
 		require.Len(t, tasks, 1)
 	})
@@ -64,12 +62,10 @@ func exerciseCommitEvents(t *testing.T, setup func(*testing.T) *bundle) {
 	t.Run("RollbackForgetsTheEvent", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		sch, err := store.TasksOf(b.s)
-		require.NoError(t, err)
 		tbl := b.table(t, "t")
 		key := store.TaskKey{Name: "commit-job", Instance: "rb"}
 		boom := errors.New("boom")
-		err = sch.WithTx(b.ctx, func(ctx context.Context, tx store.TxWriter) error {
+		err := b.s.WithTx(b.ctx, func(ctx context.Context, tx store.TxWriter) error {
 			fresh, err := tx.RecordCommitEvent(ctx, store.CommitEvent{EventID: "ev", TableID: tbl.ID})
 			require.NoError(t, err)
 			require.True(t, fresh)
@@ -78,9 +74,9 @@ func exerciseCommitEvents(t *testing.T, setup func(*testing.T) *bundle) {
 			return boom
 		})
 		require.ErrorIs(t, err, boom)
-		_, err = sch.GetTask(b.ctx, key)
+		_, err = b.s.GetTask(b.ctx, key)
 		require.ErrorIs(t, err, store.ErrNotFound, "the job was rolled back")
-		err = sch.WithTx(b.ctx, func(ctx context.Context, tx store.TxWriter) error {
+		err = b.s.WithTx(b.ctx, func(ctx context.Context, tx store.TxWriter) error {
 			fresh, err := tx.RecordCommitEvent(ctx, store.CommitEvent{EventID: "ev", TableID: tbl.ID})
 			require.True(t, fresh, "a rolled-back event was never seen")
 			return err
@@ -91,20 +87,18 @@ func exerciseCommitEvents(t *testing.T, setup func(*testing.T) *bundle) {
 	t.Run("RejectsBadEventsAndMoves", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		sch, err := store.TasksOf(b.s)
-		require.NoError(t, err)
 		for name, ev := range map[string]store.CommitEvent{
 			"empty id": {EventID: " ", TableID: 1},
 			"long id":  {EventID: strings.Repeat("x", store.MaxEventIDLen+1), TableID: 1},
 			"no table": {EventID: "ev"},
 		} {
-			err := sch.WithTx(b.ctx, func(ctx context.Context, tx store.TxWriter) error {
+			err := b.s.WithTx(b.ctx, func(ctx context.Context, tx store.TxWriter) error {
 				_, err := tx.RecordCommitEvent(ctx, ev)
 				return err
 			})
 			require.ErrorIs(t, err, store.ErrInvalidArgument, name)
 		}
-		err = sch.WithTx(b.ctx, func(ctx context.Context, tx store.TxWriter) error {
+		err := b.s.WithTx(b.ctx, func(ctx context.Context, tx store.TxWriter) error {
 			return tx.MoveCompleted(ctx, time.Now(), nil)
 		})
 		require.ErrorIs(t, err, store.ErrInvalidArgument, "no claim is completed in WithTx")
@@ -113,14 +107,12 @@ func exerciseCommitEvents(t *testing.T, setup func(*testing.T) *bundle) {
 	t.Run("PurgeByAge", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		sch, err := store.TasksOf(b.s)
-		require.NoError(t, err)
 		tbl := b.table(t, "t")
 		day := time.Date(2030, 5, 1, 0, 0, 0, 0, time.UTC)
 		record := func(id string, at time.Time) bool {
 			t.Helper()
 			var fresh bool
-			require.NoError(t, sch.WithTx(b.ctx, func(ctx context.Context, tx store.TxWriter) error {
+			require.NoError(t, b.s.WithTx(b.ctx, func(ctx context.Context, tx store.TxWriter) error {
 				var err error
 				fresh, err = tx.RecordCommitEvent(ctx, store.CommitEvent{EventID: id, TableID: tbl.ID, ReceivedAt: at})
 				return err

@@ -18,22 +18,20 @@ import (
 // the rows it creates are exactly one per table TablesForPolicy walks, a
 // second walk creates none, and MoveCompleted refuses a deleted row.
 func exerciseEnqueueTablesForPolicy(t *testing.T, b *policyBundle) {
-	sch, err := store.TasksOf(b.s)
-	require.NoError(t, err)
 	wide, want := b.enqueueFixture(t)
 
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	walker := store.TaskKey{Name: "walker", Instance: "1"}
-	_, err = sch.ScheduleTask(b.ctx, store.NewTask{TaskKey: walker, ExecutionTime: now}, now)
+	_, err := b.s.ScheduleTask(b.ctx, store.NewTask{TaskKey: walker, ExecutionTime: now}, now)
 	require.NoError(t, err)
 	walk := func() (created int) {
 		after := int64(0)
 		for range 100 {
-			claims, err := sch.ClaimTasks(b.ctx, store.ClaimRequest{Names: []string{"walker"}, Node: "n", Limit: 1, Now: now})
+			claims, err := b.s.ClaimTasks(b.ctx, store.ClaimRequest{Names: []string{"walker"}, Node: "n", Limit: 1, Now: now})
 			require.NoError(t, err)
 			require.Len(t, claims, 1)
 			var next int64
-			require.NoError(t, sch.CompleteTaskWith(b.ctx, claims[0], store.Completion{Action: store.CompleteReschedule, Next: now, Now: now},
+			require.NoError(t, b.s.CompleteTaskWith(b.ctx, claims[0], store.Completion{Action: store.CompleteReschedule, Next: now, Now: now},
 				func(ctx context.Context, tx store.TxWriter) error {
 					n, nx, err := tx.EnqueueTablesForPolicy(ctx, store.PolicyEnqueue{PolicyID: wide.ID, After: after, Limit: 4,
 						TaskName: "cron-job", InstancePrefix: "table:", InstanceSuffix: fmt.Sprintf(":%d", wide.ID), At: now})
@@ -44,7 +42,7 @@ func exerciseEnqueueTablesForPolicy(t *testing.T, b *policyBundle) {
 					}
 					return tx.MoveCompleted(ctx, now, []byte(fmt.Sprint(nx)))
 				}))
-			got, err := sch.GetTask(b.ctx, walker)
+			got, err := b.s.GetTask(b.ctx, walker)
 			require.NoError(t, err)
 			require.Equal(t, fmt.Sprint(next), string(got.Data), "MoveCompleted stored the cursor")
 			if next == 0 {
@@ -57,7 +55,7 @@ func exerciseEnqueueTablesForPolicy(t *testing.T, b *policyBundle) {
 		return 0
 	}
 	require.Equal(t, 11, walk())
-	rows, err := sch.ListTasks(b.ctx, "cron-job", 100)
+	rows, err := b.s.ListTasks(b.ctx, "cron-job", 100)
 	require.NoError(t, err)
 	var got []string
 	for _, r := range rows {
@@ -70,21 +68,21 @@ func exerciseEnqueueTablesForPolicy(t *testing.T, b *policyBundle) {
 	require.Zero(t, walk(), "a second walk finds every row there")
 
 	// MoveCompleted: a later time moves the row; it is refused after a delete.
-	claims, err := sch.ClaimTasks(b.ctx, store.ClaimRequest{Names: []string{"walker"}, Node: "n", Limit: 1, Now: now})
+	claims, err := b.s.ClaimTasks(b.ctx, store.ClaimRequest{Names: []string{"walker"}, Node: "n", Limit: 1, Now: now})
 	require.NoError(t, err)
 	later := now.Add(time.Hour)
-	require.NoError(t, sch.CompleteTaskWith(b.ctx, claims[0], store.Completion{Action: store.CompleteReschedule, Next: now, Now: now},
+	require.NoError(t, b.s.CompleteTaskWith(b.ctx, claims[0], store.Completion{Action: store.CompleteReschedule, Next: now, Now: now},
 		func(ctx context.Context, tx store.TxWriter) error { return tx.MoveCompleted(ctx, later, nil) }))
-	got2, err := sch.GetTask(b.ctx, walker)
+	got2, err := b.s.GetTask(b.ctx, walker)
 	require.NoError(t, err)
 	require.Equal(t, later, got2.ExecutionTime.UTC().Truncate(time.Millisecond))
 	require.Equal(t, "0", string(got2.Data), "nil data keeps the data")
-	claims, err = sch.ClaimTasks(b.ctx, store.ClaimRequest{Names: []string{"walker"}, Node: "n", Limit: 1, Now: later})
+	claims, err = b.s.ClaimTasks(b.ctx, store.ClaimRequest{Names: []string{"walker"}, Node: "n", Limit: 1, Now: later})
 	require.NoError(t, err)
-	err = sch.CompleteTaskWith(b.ctx, claims[0], store.Completion{Action: store.CompleteDelete, Now: later},
+	err = b.s.CompleteTaskWith(b.ctx, claims[0], store.Completion{Action: store.CompleteDelete, Now: later},
 		func(ctx context.Context, tx store.TxWriter) error { return tx.MoveCompleted(ctx, later, nil) })
 	require.ErrorIs(t, err, store.ErrInvalidArgument)
-	_, err = sch.GetTask(b.ctx, walker)
+	_, err = b.s.GetTask(b.ctx, walker)
 	require.NoError(t, err, "the failed transaction deleted nothing")
 }
 

@@ -19,16 +19,12 @@ import (
 // batch (or at an earlier rerun time an upsert asked for); a stale claim
 // inserts nothing; bad data is refused.
 func exerciseCompleteExpand(t *testing.T, b *policyBundle) {
-	sch, err := store.TasksOf(b.s)
-	require.NoError(t, err)
-	ex, err := store.ExpanderOf(b.s)
-	require.NoError(t, err)
 	wide, want := b.enqueueFixture(t)
 
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	done := now.Add(time.Hour)
 	walker := store.TaskKey{Name: "walker", Instance: "1"}
-	_, err = sch.ScheduleTask(b.ctx, store.NewTask{TaskKey: walker, ExecutionTime: now}, now)
+	_, err := b.s.ScheduleTask(b.ctx, store.NewTask{TaskKey: walker, ExecutionTime: now}, now)
 	require.NoError(t, err)
 	enqueue := func(after int64) store.PolicyEnqueue {
 		return store.PolicyEnqueue{PolicyID: wide.ID, After: after, Limit: 4, TaskName: "cron-job",
@@ -36,7 +32,7 @@ func exerciseCompleteExpand(t *testing.T, b *policyBundle) {
 	}
 	move := store.ExpandMove{Now: now, Done: done, Data: []byte(`{"crontab": "@hourly", "cursor": 99}`)}
 	claim := func(at time.Time) store.Task {
-		claims, err := sch.ClaimTasks(b.ctx, store.ClaimRequest{Names: []string{"walker"}, Node: "n", Limit: 1, Now: at})
+		claims, err := b.s.ClaimTasks(b.ctx, store.ClaimRequest{Names: []string{"walker"}, Node: "n", Limit: 1, Now: at})
 		require.NoError(t, err)
 		require.Len(t, claims, 1)
 		return claims[0]
@@ -44,10 +40,10 @@ func exerciseCompleteExpand(t *testing.T, b *policyBundle) {
 	walk := func(at time.Time) (created int) {
 		after := int64(0)
 		for range 100 {
-			n, next, err := ex.CompleteExpand(b.ctx, claim(at), enqueue(after), move)
+			n, next, err := b.s.CompleteExpand(b.ctx, claim(at), enqueue(after), move)
 			require.NoError(t, err)
 			created += n
-			got, err := sch.GetTask(b.ctx, walker)
+			got, err := b.s.GetTask(b.ctx, walker)
 			require.NoError(t, err)
 			var data struct {
 				Crontab string `json:"crontab"`
@@ -69,7 +65,7 @@ func exerciseCompleteExpand(t *testing.T, b *policyBundle) {
 		return 0
 	}
 	require.Equal(t, 11, walk(now))
-	rows, err := sch.ListTasks(b.ctx, "cron-job", 100)
+	rows, err := b.s.ListTasks(b.ctx, "cron-job", 100)
 	require.NoError(t, err)
 	var got []string
 	for _, r := range rows {
@@ -83,28 +79,28 @@ func exerciseCompleteExpand(t *testing.T, b *policyBundle) {
 	// A rerun time asked for while the row was picked wins over done.
 	c := claim(done)
 	rerun := done.Add(time.Minute)
-	require.NoError(t, sch.RescheduleTask(b.ctx, walker, rerun, nil))
-	_, next, err := ex.CompleteExpand(b.ctx, c, enqueue(want2id(t, want)), store.ExpandMove{Now: done, Done: done.Add(time.Hour), Data: move.Data})
+	require.NoError(t, b.s.RescheduleTask(b.ctx, walker, rerun, nil))
+	_, next, err := b.s.CompleteExpand(b.ctx, c, enqueue(want2id(t, want)), store.ExpandMove{Now: done, Done: done.Add(time.Hour), Data: move.Data})
 	require.NoError(t, err)
 	require.Zero(t, next)
-	row, err := sch.GetTask(b.ctx, walker)
+	row, err := b.s.GetTask(b.ctx, walker)
 	require.NoError(t, err)
 	require.Equal(t, rerun, row.ExecutionTime.UTC().Truncate(time.Millisecond))
 
 	// A stale claim writes nothing, not even the batch.
 	c = claim(rerun)
-	require.NoError(t, sch.CancelTask(b.ctx, walker))
+	require.NoError(t, b.s.CancelTask(b.ctx, walker))
 	b.register(t, "cat", "db", "late")
-	_, _, err = ex.CompleteExpand(b.ctx, c, enqueue(0), move)
+	_, _, err = b.s.CompleteExpand(b.ctx, c, enqueue(0), move)
 	require.ErrorIs(t, err, store.ErrStaleFence)
-	rows, err = sch.ListTasks(b.ctx, "cron-job", 100)
+	rows, err = b.s.ListTasks(b.ctx, "cron-job", 100)
 	require.NoError(t, err)
 	require.Len(t, rows, 11, "nothing enqueued for the late table")
 
 	// Bad input is refused before anything is written.
-	_, _, err = ex.CompleteExpand(b.ctx, c, enqueue(0), store.ExpandMove{Now: now, Done: done, Data: []byte(`[1]`)})
+	_, _, err = b.s.CompleteExpand(b.ctx, c, enqueue(0), store.ExpandMove{Now: now, Done: done, Data: []byte(`[1]`)})
 	require.ErrorIs(t, err, store.ErrInvalidArgument)
-	_, _, err = ex.CompleteExpand(b.ctx, c, enqueue(0), store.ExpandMove{Now: now, Data: move.Data})
+	_, _, err = b.s.CompleteExpand(b.ctx, c, enqueue(0), store.ExpandMove{Now: now, Data: move.Data})
 	require.ErrorIs(t, err, store.ErrInvalidArgument)
 }
 

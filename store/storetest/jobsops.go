@@ -84,16 +84,14 @@ func exerciseJobsOps(t *testing.T, setup func(*testing.T) *bundle) {
 	require.Len(t, latest, 1)
 
 	// TaskCounts: queue depth per kind.
-	sch, err := store.TasksOf(b.s)
-	require.NoError(t, err)
 	now := time.Now().UTC()
 	for i, at := range []time.Time{now.Add(-time.Minute), now.Add(-time.Second), now.Add(time.Hour)} {
-		_, err := sch.ScheduleTask(b.ctx, store.NewTask{TaskKey: store.TaskKey{Name: "kind-x", Instance: fmt.Sprint(i)}, ExecutionTime: at}, now)
+		_, err := b.s.ScheduleTask(b.ctx, store.NewTask{TaskKey: store.TaskKey{Name: "kind-x", Instance: fmt.Sprint(i)}, ExecutionTime: at}, now)
 		require.NoError(t, err)
 	}
-	_, err = sch.ScheduleTask(b.ctx, store.NewTask{TaskKey: store.TaskKey{Name: "kind-a", Instance: "1"}, ExecutionTime: now.Add(time.Hour)}, now)
+	_, err = b.s.ScheduleTask(b.ctx, store.NewTask{TaskKey: store.TaskKey{Name: "kind-a", Instance: "1"}, ExecutionTime: now.Add(time.Hour)}, now)
 	require.NoError(t, err)
-	claimed, err := sch.ClaimTasks(b.ctx, store.ClaimRequest{Names: []string{"kind-x"}, Node: "n1", Limit: 1, Now: now})
+	claimed, err := b.s.ClaimTasks(b.ctx, store.ClaimRequest{Names: []string{"kind-x"}, Node: "n1", Limit: 1, Now: now})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	counts, err := b.s.TaskCounts(b.ctx, now)

@@ -10,18 +10,14 @@ import (
 	"github.com/tms-dev/tms/store"
 )
 
-// ExercisePlanReads runs the conformance tests of store.PlanReads (the
+// exercisePlanReads runs the conformance tests of store.PlanReads (the
 // coordinator's plan): each fact must be what the one-table read it stands
 // for answers. open is as for Exercise.
-func ExercisePlanReads(t *testing.T, open func(t *testing.T) store.Store) {
+func exercisePlanReads(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Helper()
 	t.Run("PlanFacts", func(t *testing.T) {
 		t.Parallel()
 		b := &bundle{s: open(t), ctx: t.Context()}
-		r, err := store.PlanReadsOf(b.s)
-		require.NoError(t, err)
-		pol, err := store.PoliciesOf(b.s)
-		require.NoError(t, err)
 
 		a, bb, lone := b.table(t, "a"), b.table(t, "b"), b.table(t, "lone")
 		newB, err := b.s.RegisterTable(b.ctx, store.TableRef{Catalog: "cat", Namespace: "db.sch", Name: "b", UUID: "b-again"})
@@ -29,9 +25,9 @@ func ExercisePlanReads(t *testing.T, open func(t *testing.T) store.Store) {
 		other, err := b.s.RegisterTable(b.ctx, store.TableRef{Catalog: "elsewhere", Namespace: "x", Name: "y", UUID: "u-y"})
 		require.NoError(t, err)
 		mk := func(name, typ string, enabled bool, obj store.PolicyObject) store.Policy {
-			p, err := pol.CreatePolicy(b.ctx, store.NewPolicy{Name: name, Type: typ, Enabled: enabled, Content: json.RawMessage(`{}`)})
+			p, err := b.s.CreatePolicy(b.ctx, store.NewPolicy{Name: name, Type: typ, Enabled: enabled, Content: json.RawMessage(`{}`)})
 			require.NoError(t, err)
-			_, _, err = pol.Attach(b.ctx, name, obj)
+			_, _, err = b.s.Attach(b.ctx, name, obj)
 			require.NoError(t, err)
 			return p
 		}
@@ -61,11 +57,11 @@ func ExercisePlanReads(t *testing.T, open func(t *testing.T) store.Store) {
 		require.NoError(t, b.s.RecordTableFacts(b.ctx, lone.ID, store.TableFacts{Location: "s3://b/lone", GCEnabled: false}))
 		require.NoError(t, b.s.RecordTableFacts(b.ctx, a.ID, store.TableFacts{Location: "s3://b/a", GCEnabled: true}))
 		ids := []int64{a.ID, bb.ID, newB.ID, lone.ID, other.ID, a.ID, 999999}
-		f, err := r.PlanFacts(b.ctx, ids)
+		f, err := b.s.PlanFacts(b.ctx, ids)
 		require.NoError(t, err)
 
 		for _, tbl := range []store.Table{a, bb, newB, lone, other} {
-			want, err := pol.EffectivePolicies(b.ctx, tbl.Catalog, tbl.Namespace, tbl.Name)
+			want, err := b.s.EffectivePolicies(b.ctx, tbl.Catalog, tbl.Namespace, tbl.Name)
 			require.NoError(t, err)
 			got := f.Effective[tbl.ID]
 			require.Len(t, got, len(want), "table %s", tbl.Name)
@@ -98,36 +94,30 @@ func ExercisePlanReads(t *testing.T, open func(t *testing.T) store.Store) {
 		require.Equal(t, newestOfA.SnapshotID, f.Latest[a.ID].SnapshotID)
 		require.NotContains(t, f.Latest, newB.ID)
 		// The table's newest of any policy is ListTableStatus' latest row.
-		q, err := store.LedgerQueriesOf(b.s)
-		require.NoError(t, err)
-		page, err := q.ListTableStatus(b.ctx, a.ID-1, 1)
+		page, err := b.s.ListTableStatus(b.ctx, a.ID-1, 1)
 		require.NoError(t, err)
 		require.Equal(t, f.Latest[a.ID].SnapshotID, page[0].Metrics.SnapshotID)
 
-		_, err = r.PlanFacts(b.ctx, make([]int64, store.MaxPlanTables+1))
+		_, err = b.s.PlanFacts(b.ctx, make([]int64, store.MaxPlanTables+1))
 		require.ErrorIs(t, err, store.ErrInvalidArgument)
-		empty, err := r.PlanFacts(b.ctx, nil)
+		empty, err := b.s.PlanFacts(b.ctx, nil)
 		require.NoError(t, err)
 		require.Empty(t, empty.Effective)
 	})
 	t.Run("GetTasks", func(t *testing.T) {
 		t.Parallel()
 		b := &bundle{s: open(t), ctx: t.Context()}
-		r, err := store.PlanReadsOf(b.s)
-		require.NoError(t, err)
-		sch, err := store.TasksOf(b.s)
-		require.NoError(t, err)
 		now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 		keys := []store.TaskKey{{Name: "cron-job", Instance: "table:1:2"}, {Name: "commit-job", Instance: "1"}, {Name: "cron-job", Instance: "table:1:3"}}
 		for i, k := range keys[:2] {
-			_, err := sch.ScheduleTask(b.ctx, store.NewTask{TaskKey: k, Data: []byte(`{"i":1}`), ExecutionTime: now.Add(time.Duration(i) * time.Minute)}, now)
+			_, err := b.s.ScheduleTask(b.ctx, store.NewTask{TaskKey: k, Data: []byte(`{"i":1}`), ExecutionTime: now.Add(time.Duration(i) * time.Minute)}, now)
 			require.NoError(t, err)
 		}
-		got, err := r.GetTasks(b.ctx, keys)
+		got, err := b.s.GetTasks(b.ctx, keys)
 		require.NoError(t, err)
 		require.Len(t, got, 2)
 		for _, k := range keys[:2] {
-			want, err := sch.GetTask(b.ctx, k)
+			want, err := b.s.GetTask(b.ctx, k)
 			require.NoError(t, err)
 			g := got[k]
 			require.True(t, want.ExecutionTime.Equal(g.ExecutionTime), "%v", k)
@@ -135,7 +125,7 @@ func ExercisePlanReads(t *testing.T, open func(t *testing.T) store.Store) {
 			require.Equal(t, want.Picked, g.Picked)
 			require.Equal(t, want.Version, g.Version)
 		}
-		none, err := r.GetTasks(b.ctx, nil)
+		none, err := b.s.GetTasks(b.ctx, nil)
 		require.NoError(t, err)
 		require.Empty(t, none)
 	})

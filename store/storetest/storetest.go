@@ -20,7 +20,10 @@ import (
 	"github.com/tms-dev/tms/store"
 )
 
-// Exercise runs the whole suite. open must return a fresh, migrated, empty
+// Exercise runs the whole suite, every part of Store as its own subtest:
+// the ledger (Tables, Jobs, …), the task table (Tasks), the policies
+// (Policies), the operators' reads (LedgerQueries, TableHealth) and the
+// plan's bulk reads (PlanReads). open must return a fresh, migrated, empty
 // store for each call and register its cleanup (Close, dropping the
 // database) with t.Cleanup. Subtests call t.Parallel.
 func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
@@ -70,6 +73,27 @@ func Exercise(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("CommitEvents", func(t *testing.T) {
 		t.Parallel()
 		exerciseCommitEvents(t, setup)
+	})
+
+	t.Run("Tasks", func(t *testing.T) {
+		t.Parallel()
+		exerciseTasks(t, open)
+	})
+	t.Run("Policies", func(t *testing.T) {
+		t.Parallel()
+		exercisePolicies(t, open)
+	})
+	t.Run("LedgerQueries", func(t *testing.T) {
+		t.Parallel()
+		exerciseLedgerQueries(t, open)
+	})
+	t.Run("TableHealth", func(t *testing.T) {
+		t.Parallel()
+		exerciseTableHealth(t, open)
+	})
+	t.Run("PlanReads", func(t *testing.T) {
+		t.Parallel()
+		exercisePlanReads(t, open)
 	})
 }
 

@@ -15,17 +15,15 @@ import (
 	"github.com/tms-dev/tms/store"
 )
 
-// ExerciseTableHealth runs the conformance tests of
+// exerciseTableHealth runs the conformance tests of
 // store.LedgerQueries.ListTableHealth (the console's tables page). open is
 // as for Exercise.
-func ExerciseTableHealth(t *testing.T, open func(t *testing.T) store.Store) {
+func exerciseTableHealth(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Helper()
 	setup := func(t *testing.T) *healthFixture {
 		t.Helper()
 		b := &bundle{s: open(t), ctx: t.Context()}
-		q, err := store.LedgerQueriesOf(b.s)
-		require.NoError(t, err)
-		return &healthFixture{bundle: b, q: q, byID: map[int64]string{}}
+		return &healthFixture{bundle: b, q: b.s, byID: map[int64]string{}}
 	}
 	t.Run("HealthOrder", func(t *testing.T) {
 		t.Parallel()

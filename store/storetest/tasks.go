@@ -13,17 +13,15 @@ import (
 	"github.com/tms-dev/tms/store"
 )
 
-// ExerciseTasks runs the conformance suite of store.Scheduler (the task
+// exerciseTasks runs the conformance suite of store.Scheduler (the task
 // table) against the stores open returns, under the same contract as
 // Exercise.
-func ExerciseTasks(t *testing.T, open func(t *testing.T) store.Store) {
+func exerciseTasks(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Helper()
 	setup := func(t *testing.T) *taskBundle {
 		t.Helper()
 		st := open(t)
-		sch, err := store.TasksOf(st)
-		require.NoError(t, err)
-		return &taskBundle{s: sch, st: st, ctx: t.Context(), now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+		return &taskBundle{s: st, st: st, ctx: t.Context(), now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	}
 	for name, fn := range map[string]func(*testing.T, *taskBundle){
 		"ScheduleAndClaim":               exerciseScheduleAndClaim,

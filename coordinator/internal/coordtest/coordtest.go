@@ -76,9 +76,7 @@ func (b *Bundle) Open(threads int) store.Scheduler {
 	s, err := store.Open(context.Background(), dbURL, zaptest.NewLogger(b.T))
 	require.NoError(b.T, err)
 	b.T.Cleanup(func() { _ = s.Close() })
-	sch, err := store.TasksOf(s)
-	require.NoError(b.T, err)
-	return sch
+	return s
 }
 
 // Node is an engine running in the test process.

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -7,12 +7,13 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/tms-dev/tms/internal/cli"
+	"github.com/tms-dev/tms/internal/invalid"
 )
 
-// FuzzConfigFile: any file text is parsed or refused as a usage error that
-// names the file (and, for a line's fault, the line); a parsed value never
-// keeps a trailing comment, and only known flags are set.
+// FuzzConfigFile: any file text is parsed or refused as invalid-argument
+// Problems that each name the file (and, for a line's fault, the line); a
+// parsed value never keeps a trailing comment, and only known flags are
+// set.
 func FuzzConfigFile(f *testing.F) {
 	f.Add("gravitino.maintenance.node.id = tms-a   # --node-id\n! comment\n# comment\n")
 	f.Add(`gravitino.maintenance.catalog.prod.uri = "http://x/#frag" # kept` + "\n")
@@ -20,21 +21,26 @@ func FuzzConfigFile(f *testing.F) {
 	f.Add("gravitino.maintenance.ircAuth.token = file:/run/secrets/t\ngravitino.maintenance.http.adminToken = plain\n")
 	f.Add("gravitino.maintenance.node.id = \"unterminated\n")
 	f.Add("key without equals\n")
+	f.Add("gravitino.maintenance.task.vacuum.minIntervalMs = 1\n")
 	f.Fuzz(func(t *testing.T, text string) {
-		c, err := parseConfig(strings.NewReader(text), "fuzz.conf")
+		c, err := Parse(strings.NewReader(text), "fuzz.conf")
 		if err != nil {
-			var ue cli.UsageError
-			if !errors.As(err, &ue) {
-				t.Fatalf("not a usage error: %v (%T)", err, err)
+			if !errors.Is(err, invalid.ErrArgument) {
+				t.Fatalf("not an invalid argument: %v (%T)", err, err)
 			}
-			if !strings.Contains(err.Error(), "fuzz.conf") {
-				t.Fatalf("error does not name the file: %v", err)
+			var probs Problems
+			if !errors.As(err, &probs) || len(probs) == 0 {
+				t.Fatalf("not Problems: %v (%T)", err, err)
 			}
-			return
+			for _, p := range probs {
+				if !strings.HasPrefix(p.Error(), "fuzz.conf") {
+					t.Fatalf("problem does not name the file: %v", p)
+				}
+			}
 		}
 		known := slices.Collect(func(yield func(string) bool) {
-			for _, flag := range configFlags {
-				if flag != "" && !yield(flag) {
+			for _, flag := range flagKeys {
+				if !yield(flag) {
 					return
 				}
 			}
@@ -57,7 +63,7 @@ func FuzzConfigValue(f *testing.F) {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		v, err := configValue(raw)
+		v, err := value(raw)
 		if err != nil {
 			return
 		}
