@@ -36,18 +36,6 @@ type ExpandMove struct {
 	Data []byte
 }
 
-// ExpanderOf returns the expand API of s; ErrInvalidArgument for a store
-// that has none (a test double).
-//
-// Deprecated: a Store is an Expander; use it directly.
-func ExpanderOf(s Store) (Expander, error) {
-	x, ok := s.(Expander)
-	if !ok {
-		return nil, fmt.Errorf("%w: store %T cannot expand policies", ErrInvalidArgument, s)
-	}
-	return x, nil
-}
-
 func validateExpandMove(m ExpandMove) (map[string]json.RawMessage, error) {
 	if m.Now.IsZero() || m.Done.IsZero() {
 		return nil, fmt.Errorf("%w: expand move needs its now and done times", ErrInvalidArgument)

@@ -67,18 +67,6 @@ type LedgerQueries interface {
 	ListTableHealth(ctx context.Context, q TableHealthQuery) (TableHealthPage, error)
 }
 
-// LedgerQueriesOf returns the ledger read API of s. Both backends implement
-// it; an ErrInvalidArgument error means s is some other Store.
-//
-// Deprecated: a Store is a LedgerQueries; use it directly.
-func LedgerQueriesOf(s Store) (LedgerQueries, error) {
-	q, ok := s.(LedgerQueries)
-	if !ok {
-		return nil, fmt.Errorf("%w: store %T has no ledger queries", ErrInvalidArgument, s)
-	}
-	return q, nil
-}
-
 // Compile-time checks that both backends implement LedgerQueries.
 var (
 	_ LedgerQueries = (*postgresStore)(nil)

@@ -56,18 +56,6 @@ type PlanReads interface {
 	GetTasks(ctx context.Context, keys []TaskKey) (map[TaskKey]Task, error)
 }
 
-// PlanReadsOf returns the plan reads of s. Both backends implement them; an
-// ErrInvalidArgument error means s is some other Store.
-//
-// Deprecated: a Store is a PlanReads; use it directly.
-func PlanReadsOf(s Store) (PlanReads, error) {
-	r, ok := s.(PlanReads)
-	if !ok {
-		return nil, fmt.Errorf("%w: store %T has no plan reads", ErrInvalidArgument, s)
-	}
-	return r, nil
-}
-
 var (
 	_ PlanReads = (*postgresStore)(nil)
 	_ PlanReads = (*sqliteStore)(nil)

@@ -230,18 +230,6 @@ type Policies interface {
 	TablesForPolicy(ctx context.Context, policyID, afterTableID int64, limit int) (tables []Table, next int64, err error)
 }
 
-// PoliciesOf returns the policy API of s. Both backends implement it; an
-// ErrInvalidArgument error means s is some other Store (a test double).
-//
-// Deprecated: a Store is a Policies; use it directly.
-func PoliciesOf(s Store) (Policies, error) {
-	p, ok := s.(Policies)
-	if !ok {
-		return nil, fmt.Errorf("%w: store %T has no policy tables", ErrInvalidArgument, s)
-	}
-	return p, nil
-}
-
 // Compile-time checks that both backends implement Policies.
 var (
 	_ Policies = (*postgresStore)(nil)

@@ -274,18 +274,6 @@ type Scheduler interface {
 // cross-node notifications on SQLite); callers fall back to polling.
 var ErrNotSupported = errors.New("not supported by this backend")
 
-// TasksOf returns the task table API of s. Both backends implement it; an
-// ErrInvalidArgument error means s is some other Store (a test double).
-//
-// Deprecated: a Store is a Scheduler; use it directly.
-func TasksOf(s Store) (Scheduler, error) {
-	sch, ok := s.(Scheduler)
-	if !ok {
-		return nil, fmt.Errorf("%w: store %T has no task table", ErrInvalidArgument, s)
-	}
-	return sch, nil
-}
-
 // scheduleChunk bounds the rows of one bulk insert statement.
 const scheduleChunk = 5000
 

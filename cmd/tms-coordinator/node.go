@@ -30,7 +30,6 @@ type Node struct {
 
 	sub   closer
 	st    store.Store
-	sch   store.Scheduler
 	fl    *flow.Flow
 	rec   *reconcile.Reconciler
 	eng   *scheduler.Engine
@@ -64,9 +63,6 @@ func NewNode(ctx context.Context, cfg *config.Config, res *config.Resolved, log 
 	if g, ok := n.sub.(*submit.GravitinoSubmitter); ok {
 		g.SetClaimed(claimedBy(n.st))
 	}
-	if n.sch, err = store.TasksOf(n.st); err != nil {
-		return n, err
-	}
 	n.fl, err = flow.NewFlow(n.st, n.sub, flow.FlowConfig{DBURL: cfg.DB, Catalogs: res.Catalogs, EnqueueBatchSize: cfg.ExpandBatch,
 		MinInterval: res.MinInterval, CommitDelay: cfg.CommitDelay, Log: log})
 	if err != nil {
@@ -80,7 +76,7 @@ func NewNode(ctx context.Context, cfg *config.Config, res *config.Resolved, log 
 		Pools: map[string]int{flow.KindPolicyExpand: cfg.ExpandThreads, flow.KindCronJob: cfg.CronThreads, flow.KindCommitJob: cfg.CommitThreads}}
 	n.api.observe(&engCfg)
 	engCfg.OnDrained = func() { drainSubmitter(ctx, n.sub, n.rec, log) }
-	if n.eng, err = scheduler.New(n.sch, engCfg, n.fl.Kinds(n.rec, cfg.ReconcileInterval)...); err != nil {
+	if n.eng, err = scheduler.New(n.st, engCfg, n.fl.Kinds(n.rec, cfg.ReconcileInterval)...); err != nil {
 		return n, cli.UsageError{Err: err}
 	}
 	n.rec.WatchNodes(n.eng)
@@ -132,7 +128,7 @@ func (n *Node) startup(ctx context.Context) {
 	for _, c := range n.catalogs {
 		names = append(names, c.Name)
 	}
-	if err := n.sch.SetNodeCatalogs(ctx, n.eng.NodeID(), names); err != nil {
+	if err := n.st.SetNodeCatalogs(ctx, n.eng.NodeID(), names); err != nil {
 		n.log.Warn("could not record this node's catalogs", zap.Error(err))
 	}
 	if rep, err := n.rec.Sweep(ctx); err != nil {

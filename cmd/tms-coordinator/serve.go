@@ -79,11 +79,7 @@ func runEnqueueCommit(ctx context.Context, env cli.Env) error {
 	if err != nil {
 		return classify(err)
 	}
-	sch, err := store.TasksOf(st)
-	if err != nil {
-		return err
-	}
-	if _, _, err := flow.UpsertCommitJob(ctx, sch, row.ID, time.Now(), flow.ResolveCommitDelay(ff.CommitDelay)); err != nil {
+	if _, _, err := flow.UpsertCommitJob(ctx, st, row.ID, time.Now(), flow.ResolveCommitDelay(ff.CommitDelay)); err != nil {
 		return classify(err)
 	}
 	_, err = fmt.Fprintf(env.Stdout, "commit-job for %s (table %d) enqueued\n", name, row.ID)

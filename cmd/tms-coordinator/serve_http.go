@@ -67,12 +67,8 @@ func (a *httpAPI) build(st store.Store, sub submit.Submitter, eng *scheduler.Eng
 	if a.ln == nil {
 		return nil
 	}
-	sch, err := store.TasksOf(st)
-	if err != nil {
-		return err
-	}
 	res, err := httpapi.NewResources(httpapi.ResourcesConfig{Store: st, Submitter: sub, Log: log.Named("api"), Plan: fl.Plan,
-		Catalogs: admin.LiveNodeCatalogs(sch, eng.DeadNodeAfter(), time.Now)})
+		Catalogs: admin.LiveNodeCatalogs(st, eng.DeadNodeAfter(), time.Now)})
 	if err != nil {
 		return err
 	}
