@@ -152,7 +152,13 @@ func TestServeGravitinoSubmitter(t *testing.T) {
 	require.Zero(t, grav.PendingFaults(), "the reset happened")
 	runs := grav.Runs()
 	require.Len(t, runs, 1, "one run for the row, although the submit's answer was lost")
-	r := runs[0]
+	// The runner closes its row before its process exits, and Gravitino
+	// marks the run succeeded only on that exit: wait for it.
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	r, err := grav.WaitForStatus(wctx, runs[0].JobID, gravitinotest.StatusSucceeded, gravitinotest.StatusFailed, gravitinotest.StatusCancelled)
+	require.NoError(t, err)
+	runs = grav.Runs()
 	require.Equal(t, r.JobID, j.JobID, "the row's external id is the run")
 	require.Equal(t, "gravitino", j.Submitter)
 	require.Equal(t, gravitinotest.StatusSucceeded, r.Status)
