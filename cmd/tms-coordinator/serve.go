@@ -79,7 +79,7 @@ func runEnqueueCommit(ctx context.Context, env cli.Env) error {
 	if err != nil {
 		return classify(err)
 	}
-	if _, _, err := flow.UpsertCommitJob(ctx, st, row.ID, time.Now(), flow.ResolveCommitDelay(ff.CommitDelay)); err != nil {
+	if _, _, err := flow.NewCommitJobs(ff.CommitDelay).Upsert(ctx, st, row.ID, time.Now()); err != nil {
 		return classify(err)
 	}
 	_, err = fmt.Fprintf(env.Stdout, "commit-job for %s (table %d) enqueued\n", name, row.ID)

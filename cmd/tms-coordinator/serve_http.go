@@ -80,7 +80,7 @@ func (a *httpAPI) build(st store.Store, sub submit.Submitter, eng *scheduler.Eng
 	}
 	a.srv, err = httpapi.New(httpapi.Config{
 		Listen: a.ln.Addr().String(), Store: st, Metrics: a.metrics, Resources: res, UI: ui.Handler(), Log: log.Named("http"),
-		AdminToken: a.tokens[0], ReadToken: a.tokens[1], CommitToken: a.tokens[2], CommitDelay: fl.CommitDelay(),
+		AdminToken: a.tokens[0], ReadToken: a.tokens[1], CommitToken: a.tokens[2], CommitJobs: fl.CommitJobs(),
 		Ready:          func(context.Context) error { return eng.Healthy() },
 		OnCommitJobDue: func(at time.Time) { eng.WakeAt(flow.KindCommitJob, at) },
 	})

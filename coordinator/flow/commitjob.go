@@ -23,31 +23,35 @@ import (
 // into a pending row). It wakes this node's commit pool when the row falls
 // due after the commit delay instead of at its next poll.
 func (f *Flow) UpsertCommit(ctx context.Context, eng *scheduler.Engine, tableID int64) (created bool, err error) {
-	created, due, err := UpsertCommitJob(ctx, engineUpserter{eng}, tableID, eng.Clock().Now(), f.cfg.CommitDelay)
-	if err == nil && f.cfg.CommitDelay > 0 {
+	created, due, err := f.commits.Upsert(ctx, engineUpserter{eng}, tableID, eng.Clock().Now())
+	if err == nil && f.commits.delay > 0 {
 		eng.WakeAt(KindCommitJob, due)
 	}
 	return created, err
 }
 
-// CommitDelay is the flow's commit delay, how long a commit-job waits for
-// more commits to its table, spelled as FlowConfig.CommitDelay (negative:
-// none), for the other ways in that take it (httpapi.Config).
-func (f *Flow) CommitDelay() time.Duration {
-	if f.cfg.CommitDelay == 0 {
-		return -1
+// CommitJobs are the flow's commit-jobs as the ways in that upsert them in
+// their own transaction see them (the webhook, through httpapi.Config):
+// the same delay, resolved once from FlowConfig.CommitDelay.
+func (f *Flow) CommitJobs() CommitJobs { return f.commits }
+
+// CommitJobs is how a commit becomes a commit-job, whichever way it was
+// heard of (the webhook, the catalog watcher, NOTIFY, enqueue-commit): the
+// one place the commit delay is resolved and the one upsert of the row.
+// The zero value makes commit-jobs due at once.
+type CommitJobs struct{ delay time.Duration }
+
+// NewCommitJobs resolves a configured commit delay (0: DefaultCommitDelay;
+// negative: none, the row is due at once).
+func NewCommitJobs(configured time.Duration) CommitJobs {
+	if configured == 0 {
+		return CommitJobs{delay: DefaultCommitDelay}
 	}
-	return f.cfg.CommitDelay
+	return CommitJobs{delay: max(0, configured)}
 }
 
-// ResolveCommitDelay is the delay a configured commit delay means: 0 is
-// DefaultCommitDelay, a negative one none.
-func ResolveCommitDelay(configured time.Duration) time.Duration {
-	if configured == 0 {
-		return DefaultCommitDelay
-	}
-	return max(0, configured)
-}
+// Delay is how long a commit-job waits for more commits to its table.
+func (c CommitJobs) Delay() time.Duration { return c.delay }
 
 // TaskUpserter upserts a task row: a store.Scheduler, or the TxWriter of
 // a transaction that records something with it (the webhook's events).
@@ -55,13 +59,11 @@ type TaskUpserter interface {
 	UpsertTask(ctx context.Context, t store.NewTask, now time.Time) (created bool, err error)
 }
 
-// UpsertCommitJob is how a commit becomes a commit-job, whichever way it
-// was heard of (the webhook, the catalog watcher, NOTIFY, enqueue-commit):
-// it upserts the table's commit-job row through up, due delay after now,
-// so that a burst of commits coalesces into the pending row. It returns
-// whether it made a new row and when the row is due.
-func UpsertCommitJob(ctx context.Context, up TaskUpserter, tableID int64, now time.Time, delay time.Duration) (created bool, due time.Time, err error) {
-	due = now.Add(max(0, delay))
+// Upsert upserts the table's commit-job row through up, due the delay
+// after now, so that a burst of commits coalesces into the pending row. It
+// returns whether it made a new row and when the row is due.
+func (c CommitJobs) Upsert(ctx context.Context, up TaskUpserter, tableID int64, now time.Time) (created bool, due time.Time, err error) {
+	due = now.Add(c.delay)
 	created, err = up.UpsertTask(ctx, store.NewTask{TaskKey: CommitJobKey(tableID), ExecutionTime: due}, now)
 	return created, due, err
 }

@@ -86,6 +86,7 @@ type Flow struct {
 	st       store.Store
 	sub      submit.Submitter
 	cfg      FlowConfig
+	commits  CommitJobs // from cfg.CommitDelay
 	catalogs map[string]CatalogConfig
 
 	catMu sync.Mutex                 // guards open; held while a catalog opens
@@ -105,7 +106,6 @@ func NewFlow(st store.Store, sub submit.Submitter, cfg FlowConfig) (*Flow, error
 	if cfg.EnqueueBatchSize < 1 {
 		return nil, fmt.Errorf("%w: expand.enqueueBatchSize must be positive, got %d", invalid.ErrArgument, cfg.EnqueueBatchSize)
 	}
-	cfg.CommitDelay = ResolveCommitDelay(cfg.CommitDelay)
 	cfg.BusyRecheck = cmp.Or(cfg.BusyRecheck, DefaultBusyRecheck)
 	if cfg.BusyRecheck < 0 {
 		return nil, fmt.Errorf("%w: flow: the busy recheck must not be negative, got %s", invalid.ErrArgument, cfg.BusyRecheck)
@@ -113,7 +113,7 @@ func NewFlow(st store.Store, sub submit.Submitter, cfg FlowConfig) (*Flow, error
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	f := &Flow{st: st, sub: sub, cfg: cfg, catalogs: map[string]CatalogConfig{},
+	f := &Flow{st: st, sub: sub, cfg: cfg, commits: NewCommitJobs(cfg.CommitDelay), catalogs: map[string]CatalogConfig{},
 		open: map[string]catalog.Catalog{}, skipped: map[string]int64{}, runs: map[string]int64{}}
 	for _, c := range cfg.Catalogs {
 		switch {

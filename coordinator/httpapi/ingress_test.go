@@ -171,7 +171,7 @@ func TestCommitEventsDueAtOnceWithoutDelay(t *testing.T) {
 	t.Parallel()
 	var dues []time.Time
 	b := setup(t, "postgres", func(c *httpapi.Config) {
-		c.CommitDelay = -1
+		c.CommitJobs = flow.NewCommitJobs(-1)
 		c.OnCommitJobDue = func(at time.Time) { dues = append(dues, at) }
 	})
 	b.ingest(event("now"))

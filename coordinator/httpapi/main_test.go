@@ -92,7 +92,7 @@ func setup(t *testing.T, backend string, mutate func(*httpapi.Config)) *bundle {
 	}
 	cfg := httpapi.Config{
 		Store: st, AdminToken: adminToken, ReadToken: readToken, CommitToken: commitToken,
-		CommitDelay: commitDelay, Now: func() time.Time { return now }, Log: log,
+		CommitJobs: flow.NewCommitJobs(commitDelay), Now: func() time.Time { return now }, Log: log,
 		Resources: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = fmt.Fprintf(w, "resource %s %s", r.Method, r.URL.Path)
 		}),

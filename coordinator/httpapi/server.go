@@ -22,6 +22,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/tms-dev/tms/coordinator/flow"
 	"github.com/tms-dev/tms/coordinator/ingress"
 	"github.com/tms-dev/tms/internal/bearer"
 	"github.com/tms-dev/tms/internal/invalid"
@@ -70,10 +71,11 @@ type Config struct {
 	// Metrics are served on /metrics, and count the webhook's events.
 	// Defaults to NewMetrics over Store with no engine attached.
 	Metrics *Metrics
-	// CommitDelay is how long after an event the table's commit-job becomes
-	// due, so a burst of commits coalesces into one job. Defaults to
-	// flow.DefaultCommitDelay; negative means due at once.
-	CommitDelay time.Duration
+	// CommitJobs upserts the commit-job of each event the webhook records,
+	// due after the flow's commit delay so a burst of commits coalesces into
+	// one job: serve passes flow.Flow.CommitJobs. The zero value makes them
+	// due at once.
+	CommitJobs flow.CommitJobs
 	// OnCommitJobDue, if set, is called after a transaction upserted
 	// commit-jobs, with the time they fall due, so this node's commit pool
 	// can look for them then instead of at its next poll: on PostgreSQL
@@ -105,7 +107,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("%w: httpapi: a store is required", invalid.ErrArgument)
 	}
-	webhook, err := ingress.NewWebhook(ingress.WebhookConfig{Store: cfg.Store, CommitDelay: cfg.CommitDelay, OnCommitJobDue: cfg.OnCommitJobDue, Now: cfg.Now})
+	webhook, err := ingress.NewWebhook(ingress.WebhookConfig{Store: cfg.Store, CommitJobs: cfg.CommitJobs, OnCommitJobDue: cfg.OnCommitJobDue, Now: cfg.Now})
 	if err != nil {
 		return nil, err
 	}

@@ -85,10 +85,10 @@ type EventResult struct {
 type WebhookConfig struct {
 	// Store resolves tables and records events. Required.
 	Store store.Store
-	// CommitDelay is how long after an event the table's commit-job becomes
-	// due, so a burst of commits coalesces into one job. Defaults to
-	// flow.DefaultCommitDelay; negative means due at once.
-	CommitDelay time.Duration
+	// CommitJobs upserts each event's commit-job, due after the flow's
+	// commit delay so a burst of commits coalesces into one job
+	// (flow.Flow.CommitJobs). The zero value makes them due at once.
+	CommitJobs flow.CommitJobs
 	// OnCommitJobDue, if set, is called after a transaction upserted
 	// commit-jobs, with the time they fall due (see httpapi.Config).
 	OnCommitJobDue func(at time.Time)
@@ -107,11 +107,10 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("%w: commit webhook: a store is required", invalid.ErrArgument)
 	}
-	cfg.CommitDelay = flow.ResolveCommitDelay(cfg.CommitDelay)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Webhook{tables: cfg.Store, batch: &batcher{sch: cfg.Store, now: cfg.Now, delay: cfg.CommitDelay, onDue: cfg.OnCommitJobDue}}, nil
+	return &Webhook{tables: cfg.Store, batch: &batcher{sch: cfg.Store, now: cfg.Now, commits: cfg.CommitJobs, onDue: cfg.OnCommitJobDue}}, nil
 }
 
 // Ingest resolves each event's table, then has the group commit record the

@@ -37,10 +37,10 @@ type ingestRequest struct {
 // batcher runs queued requests' events in shared transactions, one at a
 // time, on a goroutine that exists only while there is work.
 type batcher struct {
-	sch   store.Scheduler
-	now   func() time.Time
-	delay time.Duration
-	onDue func(at time.Time) // Config.OnCommitJobDue; may be nil
+	sch     store.Scheduler
+	now     func() time.Time
+	commits flow.CommitJobs
+	onDue   func(at time.Time) // Config.OnCommitJobDue; may be nil
 
 	mu      sync.Mutex
 	queue   []*ingestRequest
@@ -144,7 +144,7 @@ func (b *batcher) commit(batch []*ingestRequest) error {
 			if j > 0 && fresh[j-1].ev.TableID == it.ev.TableID {
 				continue
 			}
-			created, at, err := flow.UpsertCommitJob(ctx, tx, it.ev.TableID, now, b.delay)
+			created, at, err := b.commits.Upsert(ctx, tx, it.ev.TableID, now)
 			if err != nil {
 				return err
 			}
