@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tms-dev/tms/internal/location"
+	"github.com/tms-dev/tms/internal/partval"
 )
 
 // Delete files a rewrite removes.
@@ -92,7 +93,8 @@ type survivorIndex struct {
 	deleteSeq map[string]int64
 }
 
-// partitionKey spells a (spec id, partition tuple), typed, in field order.
+// partitionKey spells a (spec id, partition tuple), typed (partval.Key),
+// in field order.
 func partitionKey(spec int32, part map[int]any) string {
 	ids := make([]int, 0, len(part))
 	for id := range part {
@@ -102,7 +104,7 @@ func partitionKey(spec int32, part map[int]any) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d", spec)
 	for _, id := range ids {
-		fmt.Fprintf(&b, "\x00%d=%T:%v", id, part[id], part[id])
+		fmt.Fprintf(&b, "\x00%d=%s", id, partval.Key(part[id]))
 	}
 	return b.String()
 }

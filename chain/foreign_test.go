@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
@@ -207,6 +208,10 @@ func arrowLiteral(t *testing.T, typ iceberg.Type, arr arrow.Array, i int) iceber
 	case *array.Timestamp:
 		lit = iceberg.NewLiteral(iceberg.Timestamp(a.Value(i)))
 	case *array.Boolean:
+		lit = iceberg.NewLiteral(a.Value(i))
+	case *array.Decimal128:
+		lit = iceberg.NewLiteral(iceberg.Decimal{Val: a.Value(i), Scale: int(a.DataType().(*arrow.Decimal128Type).Scale)})
+	case *extensions.UUIDArray:
 		lit = iceberg.NewLiteral(a.Value(i))
 	default:
 		t.Fatalf("partition source column of Arrow type %s: add it to arrowLiteral", arr.DataType())

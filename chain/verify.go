@@ -12,6 +12,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/tms-dev/tms/internal/faithful"
+	"github.com/tms-dev/tms/internal/partval"
 )
 
 // The pre-commit verifier compares the files a rewrite wrote with the files
@@ -220,7 +221,7 @@ func matchField(spec *iceberg.PartitionSpec, nf iceberg.PartitionField) int {
 func tupleKey(fields []iceberg.PartitionField, vals []any) string {
 	var typed, shown []string
 	for i, f := range fields {
-		typed = append(typed, fmt.Sprintf("%T:%v", vals[i], vals[i]))
+		typed = append(typed, partval.Key(vals[i]))
 		v := "null"
 		if vals[i] != nil {
 			v = fmt.Sprint(vals[i])

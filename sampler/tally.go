@@ -10,6 +10,7 @@ import (
 	"github.com/apache/iceberg-go"
 	iceio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/tms-dev/tms/internal/partval"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -211,11 +212,12 @@ func tallyManifest(ctx context.Context, fs iceio.IO, meta table.Metadata, mf ice
 
 // partitionKey appends a canonical encoding of (spec id, partition tuple) to
 // buf: the values in spec field order, each with its Go type so that, say,
-// the int 1 and the string "1" stay distinct, and null distinct from both.
+// the int 1 and the string "1" stay distinct, and null distinct from both
+// (partval.Key).
 func partitionKey(buf []byte, specKey string, spec *iceberg.PartitionSpec, part map[int]any) []byte {
 	buf = append(buf, specKey...)
 	appendValue := func(id int, v any) {
-		buf = fmt.Appendf(buf, "|%d=%T:%v", id, v, v)
+		buf = fmt.Appendf(buf, "|%d=%s", id, partval.Key(v))
 	}
 	if spec != nil {
 		for i := range spec.NumFields() {

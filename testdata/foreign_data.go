@@ -52,6 +52,18 @@ var foreignDataRecipes = []ForeignRecipe{
 			"they apply to every partition, followed by re-inserts of deleted ids, as Flink upserts leave it",
 		build: buildCrossPartitionEqDeletes,
 	},
+	{
+		Name: "foreign.uuid-fixed",
+		Description: "v2 table identity-partitioned on a uuid column, half of its files storing uuids as plain " +
+			"FIXED_LEN_BYTE_ARRAY(16) without the UUID logical type, as PyIceberg and plain Parquet writers do",
+		build: buildUUIDFixed,
+	},
+	{
+		Name: "foreign.decimal-partitions",
+		Description: "v2 table identity-partitioned on a decimal(9,2) column, with files that store " +
+			"decimals as INT32 and INT64, as Spark writes them",
+		build: buildDecimalPartitions,
+	},
 }
 
 // foreignNamespace is the namespace of every foreign recipe table of a

@@ -9,17 +9,20 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
 )
 
 // foreignRow is one row of a foreign data recipe keyed by Iceberg field id;
 // a missing key or a nil value is NULL. Values are int32, int64, float64,
-// string, bool or time.Time (UTC, microsecond precision, for timestamptz).
+// string, bool, time.Time (UTC, microsecond precision, for timestamptz),
+// iceberg.Decimal (of the column's scale) or uuid.UUID.
 type foreignRow map[int]any
 
 // foreignAmount, foreignNote and foreignTS draw the values of the columns
@@ -95,6 +98,25 @@ func appendForeignValue(b array.Builder, v any) error {
 		if x, ok = v.(time.Time); ok {
 			b.Append(arrow.Timestamp(x.UnixMicro()))
 		}
+	case *array.Decimal128Builder:
+		var x iceberg.Decimal
+		if x, ok = v.(iceberg.Decimal); ok {
+			if scale := b.Type().(*arrow.Decimal128Type).Scale; int32(x.Scale) != scale {
+				return fmt.Errorf("decimal %s has scale %d, the column %d", x.Val.ToString(int32(x.Scale)), x.Scale, scale)
+			}
+			b.Append(x.Val)
+		}
+	case *extensions.UUIDBuilder:
+		var x uuid.UUID
+		if x, ok = v.(uuid.UUID); ok {
+			b.Append(x)
+		}
+	case *array.FixedSizeBinaryBuilder:
+		// A uuid stored as a plain FIXED_LEN_BYTE_ARRAY(16).
+		var x uuid.UUID
+		if x, ok = v.(uuid.UUID); ok {
+			b.Append(x[:])
+		}
 	default:
 		return fmt.Errorf("unsupported builder %T", b)
 	}
@@ -154,13 +176,23 @@ type parquetFile struct {
 // of sc. The file is written whole through tbl's FileIO (writeTableFile),
 // so the same builder writes to a local folder and to object storage.
 func writeForeignParquet(ctx context.Context, tbl *table.Table, rel string, sc *arrow.Schema, ids []int, rows []foreignRow) (parquetFile, error) {
+	return writeForeignParquetAs(ctx, tbl, rel, sc, ids, rows)
+}
+
+// sparkDecimals stores decimals as Spark does by default: INT32 up to 9
+// digits, INT64 up to 18, FIXED_LEN_BYTE_ARRAY beyond (arrow-go's own
+// default is FIXED_LEN_BYTE_ARRAY for all).
+var sparkDecimals = parquet.WithStoreDecimalAsInteger(true)
+
+// writeForeignParquetAs is writeForeignParquet with more writer properties.
+func writeForeignParquetAs(ctx context.Context, tbl *table.Table, rel string, sc *arrow.Schema, ids []int, rows []foreignRow, opts ...parquet.WriterProperty) (parquetFile, error) {
 	rec, err := foreignBatch(sc, ids, rows)
 	if err != nil {
 		return parquetFile{}, err
 	}
 	defer rec.Release()
 	var buf bytes.Buffer
-	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy))
+	props := parquet.NewWriterProperties(append([]parquet.WriterProperty{parquet.WithCompression(compress.Codecs.Snappy)}, opts...)...)
 	w, err := pqarrow.NewFileWriter(sc, &buf, props, pqarrow.NewArrowWriterProperties())
 	if err != nil {
 		return parquetFile{}, err

@@ -61,6 +61,7 @@ func TestForeignLayoutsOnS3(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{
 		"foreign.migrated", "foreign.name-mapped", "foreign.evolved", "foreign.defaults", "foreign.cross-partition-eq-deletes",
+		"foreign.uuid-fixed", "foreign.decimal-partitions",
 	}, names, "the data layouts")
 
 	// One server, the layouts one after the other, each in a fresh

@@ -33,8 +33,14 @@
 // own concurrency still applies). iceberg-go also panics inside the read
 // (as an error) on a required column with no value, and compares equality
 // deletes against its NULL for a missing column; both are refused here
-// instead. Everything is decided from each file's Parquet footer, read once
-// per file before the scan starts.
+// instead. A top-level uuid column that a file stores as a plain
+// FIXED_LEN_BYTE_ARRAY(16), without the UUID logical type (PyIceberg before
+// its uuid extension type, plain Parquet writers), is the spec's uuid, but
+// iceberg-go's scan fails on it (arrow-go has no cast from
+// fixed_size_binary(16) to its uuid extension type): such files are read
+// through a copy of the metadata that types those columns fixed[16], and the
+// columns are relabelled as uuid without copying. Everything is decided from
+// each file's Parquet footer, read once per file before the scan starts.
 //
 // Faithful must never write or delete a file and never log.
 package faithful

@@ -27,6 +27,11 @@ type Plan struct {
 	schema *iceberg.Schema
 	tasks  []table.FileScanTask
 	fills  [][]fill // per task; nil when the scan's own reading is faithful
+	// recast holds, per task, the top-level uuid columns its data file
+	// stores as a plain FIXED_LEN_BYTE_ARRAY(16) (no UUID logical type):
+	// iceberg-go's scan cannot cast those to its uuid type, so Read scans
+	// them as fixed[16] and relabels them (see Read).
+	recast [][]iceberg.NestedField
 }
 
 // fill is one column a data file lacks that takes a constant: the file's
@@ -73,7 +78,7 @@ func footerConcurrency() int { return max(32, 4*runtime.GOMAXPROCS(0)) }
 // first file that cannot is reported as a *Refusal; other errors (a file
 // that cannot be opened) are returned as they are.
 func Prepare(ctx context.Context, meta table.Metadata, fs iceio.IO, schema *iceberg.Schema, tasks []table.FileScanTask) (*Plan, error) {
-	p := &Plan{schema: schema, tasks: tasks, fills: make([][]fill, len(tasks))}
+	p := &Plan{schema: schema, tasks: tasks, fills: make([][]fill, len(tasks)), recast: make([][]iceberg.NestedField, len(tasks))}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(footerConcurrency())
 	for i := range tasks {
@@ -81,11 +86,11 @@ func Prepare(ctx context.Context, meta table.Metadata, fs iceio.IO, schema *iceb
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			f, err := prepareTask(meta, fs, schema, tasks[i])
+			f, r, err := prepareTask(meta, fs, schema, tasks[i])
 			if err != nil {
 				return err
 			}
-			p.fills[i] = f
+			p.fills[i], p.recast[i] = f, r
 			return nil
 		})
 	}
@@ -95,33 +100,34 @@ func Prepare(ctx context.Context, meta table.Metadata, fs iceio.IO, schema *iceb
 	return p, nil
 }
 
-// prepareTask checks one task and returns its fills.
-func prepareTask(meta table.Metadata, fs iceio.IO, schema *iceberg.Schema, t table.FileScanTask) ([]fill, error) {
+// prepareTask checks one task and returns its fills and its recast
+// columns.
+func prepareTask(meta table.Metadata, fs iceio.IO, schema *iceberg.Schema, t table.FileScanTask) (fills []fill, recast []iceberg.NestedField, err error) {
 	df := t.File
 	path := df.FilePath()
 	if df.FileFormat() != iceberg.ParquetFile {
-		return nil, refuse(path, "", "data file format %s: only Parquet data files are read", df.FileFormat())
+		return nil, nil, refuse(path, "", "data file format %s: only Parquet data files are read", df.FileFormat())
 	}
 	for _, d := range slices.Concat(t.DeleteFiles, t.EqualityDeleteFiles) {
 		if d.FileFormat() != iceberg.ParquetFile {
-			return nil, refuse(d.FilePath(), "", "delete file format %s (applies to %s): only Parquet delete files are read", d.FileFormat(), path)
+			return nil, nil, refuse(d.FilePath(), "", "delete file format %s (applies to %s): only Parquet delete files are read", d.FileFormat(), path)
 		}
 	}
 	for _, d := range t.DeletionVectorFiles {
 		if d.FileFormat() != iceberg.PuffinFile {
-			return nil, refuse(d.FilePath(), "", "deletion vector format %s (applies to %s): want Puffin", d.FileFormat(), path)
+			return nil, nil, refuse(d.FilePath(), "", "deletion vector format %s (applies to %s): want Puffin", d.FileFormat(), path)
 		}
 		if meta.Version() < 3 {
-			return nil, refuse(d.FilePath(), "", "deletion vector (applies to %s) on a format v%d table: deletion vectors need format v3", path, meta.Version())
+			return nil, nil, refuse(d.FilePath(), "", "deletion vector (applies to %s) on a format v%d table: deletion vectors need format v3", path, meta.Version())
 		}
 	}
 	spec := meta.PartitionSpecByID(int(df.SpecID()))
 	if spec == nil {
-		return nil, refuse(path, "", "partition spec %d is not in the table metadata", df.SpecID())
+		return nil, nil, refuse(path, "", "partition spec %d is not in the table metadata", df.SpecID())
 	}
 	fileSchema, err := fileSchema(meta, fs, path, df.FileSizeBytes())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	// identity maps a source field id to the value of the file's identity
@@ -134,11 +140,14 @@ func prepareTask(meta table.Metadata, fs iceio.IO, schema *iceberg.Schema, t tab
 		}
 	}
 
-	var fills []fill
 	for _, f := range schema.Fields() {
+		if storesPlainUUID(fileSchema, f) {
+			recast = append(recast, f)
+			continue
+		}
 		present, err := checkField(path, fileSchema, f, f.Name, identity)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if present {
 			continue
@@ -147,27 +156,31 @@ func prepareTask(meta table.Metadata, fs iceio.IO, schema *iceberg.Schema, t tab
 		switch {
 		case ok:
 			if v == nil && f.Required {
-				return nil, refuse(path, colName(f.Name, f.ID), "required, not in the file, and its identity partition value is null")
+				return nil, nil, refuse(path, colName(f.Name, f.ID), "required, not in the file, and its identity partition value is null")
 			}
 			if err := checkConstant(f, v); err != nil {
-				return nil, refuse(path, colName(f.Name, f.ID), "identity partition value %v: %v", v, err)
+				return nil, nil, refuse(path, colName(f.Name, f.ID), "identity partition value %v: %v", v, err)
 			}
 			fills = append(fills, fill{field: f, value: v})
 		case f.InitialDefault != nil, !f.Required:
 			// The scan fills the initial-default or NULL.
 		default:
-			return nil, refuse(path, colName(f.Name, f.ID), "required, not in the file, with no identity partition value and no initial-default")
+			return nil, nil, refuse(path, colName(f.Name, f.ID), "required, not in the file, with no identity partition value and no initial-default")
 		}
 	}
 	for _, d := range t.EqualityDeleteFiles {
 		for _, id := range d.EqualityFieldIDs() {
 			if i := slices.IndexFunc(fills, func(f fill) bool { return f.field.ID == id }); i >= 0 {
-				return nil, refuse(path, colName(fills[i].field.Name, id),
+				return nil, nil, refuse(path, colName(fills[i].field.Name, id),
 					"equality delete file %s is keyed on it and the data file does not store it (iceberg-go would compare it as NULL)", d.FilePath())
+			}
+			if i := slices.IndexFunc(recast, func(f iceberg.NestedField) bool { return f.ID == id }); i >= 0 {
+				return nil, nil, refuse(path, colName(recast[i].Name, id),
+					"equality delete file %s is keyed on it and the data file stores it as a plain FIXED_LEN_BYTE_ARRAY(16), which iceberg-go cannot compare with a uuid", d.FilePath())
 			}
 		}
 	}
-	return fills, nil
+	return fills, recast, nil
 }
 
 // colName spells a column for messages: name (field id N).
@@ -265,6 +278,23 @@ func checkField(path string, fileSchema *iceberg.Schema, f iceberg.NestedField, 
 	return true, nil
 }
 
+// storesPlainUUID reports whether the file stores f, a top-level uuid
+// column, as fixed[16]: a FIXED_LEN_BYTE_ARRAY(16) without the UUID logical
+// type, which the spec's uuid is (PyIceberg before its uuid extension type
+// and plain Parquet writers leave it so). Inside a nested type the same
+// layout is refused (readableAs).
+func storesPlainUUID(fileSchema *iceberg.Schema, f iceberg.NestedField) bool {
+	if _, ok := f.Type.(iceberg.UUIDType); !ok {
+		return false
+	}
+	ff, ok := fileSchema.FindFieldByID(f.ID)
+	if !ok {
+		return false
+	}
+	fixed, ok := ff.Type.(iceberg.FixedType)
+	return ok && fixed.Len() == 16
+}
+
 // nestedFields returns the child fields of a struct, list or map type.
 func nestedFields(t iceberg.Type) []iceberg.NestedField {
 	if n, ok := t.(iceberg.NestedType); ok {
@@ -294,6 +324,13 @@ func readableAs(file, want iceberg.Type) error {
 	case iceberg.DecimalType:
 		if fd, ok := file.(iceberg.DecimalType); ok && fd.Scale() == w.Scale() && fd.Precision() <= w.Precision() {
 			return nil
+		}
+	case iceberg.UUIDType:
+		// A top-level one is read (storesPlainUUID); iceberg-go's scan
+		// cannot cast fixed[16] to its uuid type, and Read relabels only
+		// top-level columns.
+		if f, ok := file.(iceberg.FixedType); ok && f.Len() == 16 {
+			return fmt.Errorf("the file stores it as a plain FIXED_LEN_BYTE_ARRAY(16) inside a nested type, which is read only as a top-level column")
 		}
 	case *iceberg.StructType:
 		if _, ok := file.(*iceberg.StructType); ok {

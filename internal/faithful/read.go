@@ -2,8 +2,10 @@ package faithful
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -13,6 +15,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+	"github.com/tms-dev/tms/internal/partval"
 )
 
 // Read reads the tasks of plan through tbl.Scan(opts...), which must
@@ -26,20 +29,21 @@ import (
 func Read(ctx context.Context, tbl *table.Table, plan *Plan, opts ...table.ScanOption) (*arrow.Schema, iter.Seq2[arrow.RecordBatch, error], error) {
 	var plain []table.FileScanTask
 	type group struct {
-		fills []fill
-		tasks []table.FileScanTask
+		fills  []fill
+		recast []iceberg.NestedField
+		tasks  []table.FileScanTask
 	}
 	var groups []*group
 	byKey := map[string]*group{}
 	for i, t := range plan.tasks {
-		if len(plan.fills[i]) == 0 {
+		if len(plan.fills[i]) == 0 && len(plan.recast[i]) == 0 {
 			plain = append(plain, t)
 			continue
 		}
-		k := fillKey(plan.fills[i])
+		k := fillKey(plan.fills[i]) + "|" + recastKey(plan.recast[i])
 		g := byKey[k]
 		if g == nil {
-			g = &group{fills: plan.fills[i]}
+			g = &group{fills: plan.fills[i], recast: plan.recast[i]}
 			byKey[k] = g
 			groups = append(groups, g)
 		}
@@ -56,10 +60,22 @@ func Read(ctx context.Context, tbl *table.Table, plan *Plan, opts ...table.ScanO
 			}
 		}
 		for _, g := range groups {
+			rt := tbl
+			if len(g.recast) > 0 {
+				var err error
+				if rt, err = readingFixed(tbl, plan.schema, g.recast); err != nil {
+					yield(nil, err)
+					return
+				}
+			}
 			keep := keptColumns(plan.schema, g.fills)
-			_, recs, err := tbl.Scan(append(opts[:len(opts):len(opts)], table.WithSelectedFields(keep...))...).ReadTasks(ctx, g.tasks)
+			what := fillNames(g.fills)
+			if len(g.recast) > 0 {
+				what = strings.TrimPrefix(what+", plain FIXED_LEN_BYTE_ARRAY(16) uuids", ", ")
+			}
+			_, recs, err := rt.Scan(append(opts[:len(opts):len(opts)], table.WithSelectedFields(keep...))...).ReadTasks(ctx, g.tasks)
 			if err != nil {
-				yield(nil, fmt.Errorf("read %d files lacking %s: %w", len(g.tasks), fillNames(g.fills), err))
+				yield(nil, fmt.Errorf("read %d files (%s): %w", len(g.tasks), what, err))
 				return
 			}
 			for b, err := range recs {
@@ -67,7 +83,7 @@ func Read(ctx context.Context, tbl *table.Table, plan *Plan, opts ...table.ScanO
 					yield(nil, err)
 					return
 				}
-				out, err := widen(sc, b, g.fills)
+				out, err := widen(sc, b, g.fills, g.recast)
 				b.Release()
 				if !yield(out, err) || err != nil {
 					return
@@ -78,11 +94,101 @@ func Read(ctx context.Context, tbl *table.Table, plan *Plan, opts ...table.ScanO
 	return sc, seq, nil
 }
 
+// recastKey identifies the recast columns of a task.
+func recastKey(fields []iceberg.NestedField) string {
+	var b strings.Builder
+	for _, f := range fields {
+		fmt.Fprintf(&b, "%d;", f.ID)
+	}
+	return b.String()
+}
+
+// readingFixed returns tbl with the uuid columns fields of schema (the
+// read projection, by its schema id) typed fixed[16], so that a scan reads
+// a file that stores them as plain FIXED_LEN_BYTE_ARRAY(16) without a cast
+// (arrow-go has no cast from fixed_size_binary to its uuid extension type).
+// The metadata is edited in its JSON form, the spec's own, so every other
+// part of it stays as it was; nothing is written.
+func readingFixed(tbl *table.Table, schema *iceberg.Schema, fields []iceberg.NestedField) (*table.Table, error) {
+	raw, err := json.Marshal(tbl.Metadata())
+	if err != nil {
+		return nil, fmt.Errorf("metadata as JSON: %w", err)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("metadata as JSON: %w", err)
+	}
+	ids := map[int]bool{}
+	for _, f := range fields {
+		ids[f.ID] = true
+	}
+	retype := func(sc json.RawMessage) (json.RawMessage, bool, error) {
+		var s map[string]json.RawMessage
+		if err := json.Unmarshal(sc, &s); err != nil {
+			return nil, false, err
+		}
+		var id int
+		if err := json.Unmarshal(s["schema-id"], &id); err != nil || id != schema.ID {
+			return sc, false, nil
+		}
+		var fs []map[string]json.RawMessage
+		if err := json.Unmarshal(s["fields"], &fs); err != nil {
+			return nil, false, err
+		}
+		for _, f := range fs {
+			var fid int
+			if err := json.Unmarshal(f["id"], &fid); err != nil {
+				return nil, false, err
+			}
+			if ids[fid] {
+				f["type"] = json.RawMessage(`"fixed[16]"`)
+			}
+		}
+		var err error
+		if s["fields"], err = json.Marshal(fs); err != nil {
+			return nil, false, err
+		}
+		out, err := json.Marshal(s)
+		return out, true, err
+	}
+	found := false
+	var schemas []json.RawMessage
+	if err := json.Unmarshal(doc["schemas"], &schemas); err != nil {
+		return nil, fmt.Errorf("metadata schemas: %w", err)
+	}
+	for i, sc := range schemas {
+		out, ok, err := retype(sc)
+		if err != nil {
+			return nil, fmt.Errorf("metadata schema: %w", err)
+		}
+		schemas[i], found = out, found || ok
+	}
+	if doc["schemas"], err = json.Marshal(schemas); err != nil {
+		return nil, err
+	}
+	if sc, ok := doc["schema"]; ok {
+		if doc["schema"], _, err = retype(sc); err != nil {
+			return nil, fmt.Errorf("metadata schema: %w", err)
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("schema %d is not in the table metadata", schema.ID)
+	}
+	if raw, err = json.Marshal(doc); err != nil {
+		return nil, err
+	}
+	meta, err := table.ParseMetadataBytes(raw)
+	if err != nil {
+		return nil, fmt.Errorf("metadata reading uuids as fixed[16]: %w", err)
+	}
+	return table.New(tbl.Identifier(), meta, tbl.MetadataLocation(), tbl.FS, nil), nil
+}
+
 // fillKey identifies the columns and values of a task's fills.
 func fillKey(fills []fill) string {
 	var b strings.Builder
 	for _, f := range fills {
-		fmt.Fprintf(&b, "%d=%T:%v;", f.field.ID, f.value, f.value)
+		fmt.Fprintf(&b, "%d=%s;", f.field.ID, partval.Key(f.value))
 	}
 	return b.String()
 }
@@ -110,9 +216,10 @@ func keptColumns(schema *iceberg.Schema, fills []fill) []string {
 	return keep
 }
 
-// widen returns b with the filled columns inserted as constants so that it
-// has schema sc.
-func widen(sc *arrow.Schema, b arrow.RecordBatch, fills []fill) (arrow.RecordBatch, error) {
+// widen returns b with the filled columns inserted as constants and the
+// recast ones (read as fixed_size_binary(16)) relabelled as uuids, so that
+// it has schema sc.
+func widen(sc *arrow.Schema, b arrow.RecordBatch, fills []fill, recast []iceberg.NestedField) (arrow.RecordBatch, error) {
 	n := b.NumRows()
 	cols := make([]arrow.Array, sc.NumFields())
 	defer func() {
@@ -136,6 +243,13 @@ func widen(sc *arrow.Schema, b arrow.RecordBatch, fills []fill) (arrow.RecordBat
 			return nil, fmt.Errorf("column %q is not exactly once in a batch read without the filled columns", f.Name)
 		}
 		col := b.Column(idx[0])
+		if ext, ok := f.Type.(*extensions.UUIDType); ok && slices.ContainsFunc(recast, func(r iceberg.NestedField) bool { return r.Name == f.Name }) {
+			if !arrow.TypeEqual(col.DataType(), ext.StorageType()) {
+				return nil, fmt.Errorf("column %q read as %s, want %s", f.Name, col.DataType(), ext.StorageType())
+			}
+			cols[i] = array.NewExtensionArrayWithStorage(ext, col)
+			continue
+		}
 		if !arrow.TypeEqual(col.DataType(), f.Type) {
 			return nil, fmt.Errorf("column %q read as %s, want %s", f.Name, col.DataType(), f.Type)
 		}
