@@ -102,6 +102,32 @@ type Metrics struct {
 	// TargetFileSize is the target file size T, in bytes, that SmallFileNumber
 	// and DataFileMSE were computed against.
 	TargetFileSize int64 `json:"target-file-size-bytes"`
+
+	// The delete debt of a merge-on-read table, from manifests only. Not
+	// Gravitino's names; rows sampled before they were added lack them
+	// (read as 0).
+
+	// PositionDeleteRecordCount is the sum of the record counts of the live
+	// position delete files: the positions they delete (a deletion
+	// vector's record count is its cardinality).
+	PositionDeleteRecordCount int64 `json:"position-delete-record-count"`
+	// EqualityDeleteRecordCount is the sum of the record counts of the live
+	// equality delete files: the keys they delete, each of which may match
+	// any number of rows.
+	EqualityDeleteRecordCount int64 `json:"equality-delete-record-count"`
+	// DeletionVectorNumber is the number of live deletion vectors (v3
+	// Puffin position deletes, one per data file), counted in
+	// PositionDeleteFileNumber too.
+	DeletionVectorNumber int64 `json:"deletion-vector-number"`
+	// DeleteRatio is (PositionDeleteRecordCount + EqualityDeleteRecordCount)
+	// / RecordCount, at most 1, and 0 without data rows: an estimate of the
+	// share of the rows a reader reads only to drop. It overstates when a
+	// delete names a row already gone and understates when an equality key
+	// matches several rows.
+	DeleteRatio float64 `json:"delete-ratio"`
+	// MaxPartitionDeleteFileNumber is the most live delete files in one
+	// (partition spec id, partition tuple) of the delete files' own specs.
+	MaxPartitionDeleteFileNumber int64 `json:"max-partition-delete-file-number"`
 }
 
 // Result is a sample: the snapshot that was measured and its metrics.

@@ -160,6 +160,35 @@ func TestSampleDeleteFiles(t *testing.T) {
 		}
 	}
 	require.EqualValues(t, 3, m.ManifestNumber)
+	// The delete debt: one deleted position and one deleted key over five
+	// rows, two delete files of the one (unpartitioned) partition, no
+	// deletion vector on a v2 table.
+	require.EqualValues(t, 1, m.PositionDeleteRecordCount)
+	require.EqualValues(t, 1, m.EqualityDeleteRecordCount)
+	require.EqualValues(t, 0, m.DeletionVectorNumber)
+	require.InDelta(t, 2.0/5, m.DeleteRatio, 1e-12)
+	require.EqualValues(t, 2, m.MaxPartitionDeleteFileNumber)
+}
+
+// On a v3 table iceberg-go writes merge-on-read deletes as deletion
+// vectors, one per data file, sharing one Puffin file; each counts its own
+// cardinality.
+func TestSampleDeletionVectors(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tbl := b.create(t, "dvs", iceberg.Properties{table.WriteDeleteModeKey: table.WriteModeMergeOnRead, "format-version": "3"})
+	tbl = b.appendJSON(t, tbl, `[{"id": 1}, {"id": 2}, {"id": 3}, {"id": 4}]`)
+	tbl = b.appendJSON(t, tbl, `[{"id": 5}, {"id": 6}, {"id": 7}, {"id": 8}]`)
+	tbl = b.deleteWhere(t, tbl, iceberg.NewOr(iceberg.LessThan(iceberg.Reference("id"), int64(4)), iceberg.EqualTo(iceberg.Reference("id"), int64(8))))
+
+	res, err := sampler.Sample(b.ctx, tbl, 0, sampler.Options{})
+	require.NoError(t, err)
+	m := res.Metrics
+	require.EqualValues(t, 2, m.DeletionVectorNumber, "one per data file")
+	require.EqualValues(t, 2, m.PositionDeleteFileNumber)
+	require.EqualValues(t, 4, m.PositionDeleteRecordCount, "3 + 1 deleted positions")
+	require.InDelta(t, 4.0/8, m.DeleteRatio, 1e-12)
+	require.EqualValues(t, 2, m.MaxPartitionDeleteFileNumber)
 }
 
 func TestSampleEmptyTable(t *testing.T) {
@@ -266,6 +295,8 @@ func TestMetricsJSONKeys(t *testing.T) {
 		"delete-file-number", "small-file-number", "data-file-mse", "avg-file-size", "total-file-size",
 		"record-count", "manifest-number", "avg-manifest-size", "snapshot-number", "oldest-snapshot-age-ms",
 		"partition-number", "max-partition-small-file-number", "target-file-size-bytes",
+		"position-delete-record-count", "equality-delete-record-count", "deletion-vector-number", "delete-ratio",
+		"max-partition-delete-file-number",
 	}, keys)
 }
 

@@ -18,16 +18,21 @@ import (
 // squares are kept exactly in 128 bits, so the MSE does not depend on the
 // order in which manifests finish.
 type tally struct {
-	dataFiles, posDeletes, eqDeletes int64
-	smallFiles                       int64
-	totalSize, records               int64
-	sqHi, sqLo                       uint64
+	dataFiles, posDeletes, eqDeletes  int64
+	smallFiles                        int64
+	totalSize, records                int64
+	posDeleteRecords, eqDeleteRecords int64
+	deletionVectors                   int64
+	sqHi, sqLo                        uint64
 	// partitions maps each (spec id, partition tuple) key of a live data
 	// file to the number of small data files in it (a pointer, so that
 	// counting a file in a known partition allocates no key).
 	partitions map[string]*int64
-	tasks      []table.FileScanTask // live data files, when collect
-	collect    bool
+	// deletePartitions maps each (spec id, partition tuple) key of a live
+	// delete file to the number of delete files in it.
+	deletePartitions map[string]*int64
+	tasks            []table.FileScanTask // live data files, when collect
+	collect          bool
 	// folders maps the folder of each referenced file not under the
 	// table location's spelling to whether it lies outside the location
 	// (outsideFilter.note).
@@ -51,26 +56,38 @@ func (t *tally) merge(o *tally) {
 	t.smallFiles += o.smallFiles
 	t.totalSize += o.totalSize
 	t.records += o.records
+	t.posDeleteRecords += o.posDeleteRecords
+	t.eqDeleteRecords += o.eqDeleteRecords
+	t.deletionVectors += o.deletionVectors
 	var carry uint64
 	t.sqLo, carry = bits.Add64(t.sqLo, o.sqLo, 0)
 	t.sqHi, _ = bits.Add64(t.sqHi, o.sqHi, carry)
 	if t.partitions == nil {
 		t.partitions = make(map[string]*int64, len(o.partitions))
 	}
-	for k, n := range o.partitions {
-		if p, ok := t.partitions[k]; ok {
-			*p += *n
-		} else {
-			v := *n
-			t.partitions[k] = &v
-		}
-	}
+	addCounts(&t.partitions, o.partitions)
+	addCounts(&t.deletePartitions, o.deletePartitions)
 	t.tasks = append(t.tasks, o.tasks...)
 	for d, out := range o.folders {
 		if t.folders == nil {
 			t.folders = map[string]bool{}
 		}
 		t.folders[d] = out
+	}
+}
+
+// addCounts adds the per-partition counts of from into *into.
+func addCounts(into *map[string]*int64, from map[string]*int64) {
+	if *into == nil {
+		*into = make(map[string]*int64, len(from))
+	}
+	for k, n := range from {
+		if p, ok := (*into)[k]; ok {
+			*p += *n
+		} else {
+			v := *n
+			(*into)[k] = &v
+		}
 	}
 }
 
@@ -87,6 +104,15 @@ func (t *tally) fill(m *Metrics) {
 	m.PartitionNumber = int64(len(t.partitions))
 	for _, n := range t.partitions {
 		m.MaxPartitionSmallFileNumber = max(m.MaxPartitionSmallFileNumber, *n)
+	}
+	m.PositionDeleteRecordCount = t.posDeleteRecords
+	m.EqualityDeleteRecordCount = t.eqDeleteRecords
+	m.DeletionVectorNumber = t.deletionVectors
+	for _, n := range t.deletePartitions {
+		m.MaxPartitionDeleteFileNumber = max(m.MaxPartitionDeleteFileNumber, *n)
+	}
+	if t.records > 0 {
+		m.DeleteRatio = min(1, float64(t.posDeleteRecords+t.eqDeleteRecords)/float64(t.records))
 	}
 	if t.dataFiles > 0 {
 		n := float64(t.dataFiles)
@@ -147,6 +173,7 @@ func tallyManifest(ctx context.Context, fs iceio.IO, meta table.Metadata, mf ice
 	unpartitioned := spec != nil && spec.NumFields() == 0
 	specKey := strconv.Itoa(specID)
 	t.partitions = map[string]*int64{}
+	t.deletePartitions = map[string]*int64{}
 	var key []byte
 	var unpartSmall *int64
 
@@ -163,9 +190,16 @@ func tallyManifest(ctx context.Context, fs iceio.IO, meta table.Metadata, mf ice
 		switch df.ContentType() {
 		case iceberg.EntryContentPosDeletes:
 			t.posDeletes++
+			t.posDeleteRecords += df.Count()
+			if table.IsDeletionVector(df) {
+				t.deletionVectors++
+			}
+			key = t.countDelete(key, specKey, spec, df)
 			continue
 		case iceberg.EntryContentEqDeletes:
 			t.eqDeletes++
+			t.eqDeleteRecords += df.Count()
+			key = t.countDelete(key, specKey, spec, df)
 			continue
 		case iceberg.EntryContentData:
 		default:
@@ -208,6 +242,19 @@ func tallyManifest(ctx context.Context, fs iceio.IO, meta table.Metadata, mf ice
 		}
 	}
 	return nil
+}
+
+// countDelete counts delete file df in its (spec id, partition tuple),
+// reusing key's buffer, which it returns.
+func (t *tally) countDelete(key []byte, specKey string, spec *iceberg.PartitionSpec, df iceberg.DataFile) []byte {
+	key = partitionKey(key[:0], specKey, spec, df.Partition())
+	if p, ok := t.deletePartitions[string(key)]; ok {
+		*p++
+	} else {
+		n := int64(1)
+		t.deletePartitions[string(key)] = &n
+	}
+	return key
 }
 
 // partitionKey appends a canonical encoding of (spec id, partition tuple) to

@@ -242,7 +242,8 @@ type metricRow struct{ Key, Before, After string }
 // job page lists them.
 var jobMetricKeys = []string{"file-number", "data-file-number", "small-file-number", "data-file-mse", "avg-file-size",
 	"total-file-size", "record-count", "delete-file-number", "position-delete-file-number", "equality-delete-file-number",
-	"manifest-number", "avg-manifest-size", "snapshot-number", "oldest-snapshot-age-ms", "partition-number",
+	"position-delete-record-count", "equality-delete-record-count", "deletion-vector-number", "delete-ratio",
+	"max-partition-delete-file-number", "manifest-number", "avg-manifest-size", "snapshot-number", "oldest-snapshot-age-ms", "partition-number",
 	"max-partition-small-file-number"}
 
 // jobMetrics reads the metrics at j's before and after snapshots.
