@@ -191,6 +191,7 @@ func (s *stepState) planCompaction(ctx context.Context, p policy.CompactionOptio
 	if p.DeleteFileThreshold > 0 {
 		cfg.DeleteFileThreshold = int(p.DeleteFileThreshold)
 	}
+	cfg.DeleteRatioThreshold = p.DeleteRatioThreshold
 	tasks, err := s.scanTasks(ctx, p)
 	if err != nil {
 		return nil, cfg, err

@@ -307,3 +307,38 @@ func TestNamedPathsOfUnreadableDeletes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{target}, got)
 }
+
+// delete-ratio-threshold (Spark's option, default 0.3): a data file of
+// the target size is rewritten when its deletion vector removes at least
+// that share of its rows, and kept below it; 0 turns the rule off.
+func TestCompactionDeleteRatioThreshold(t *testing.T) {
+	t.Parallel()
+	b := morBundle(t, iceberg.Properties{"format-version": "3"})
+	b.appendIDs(t, 0, 100)
+	data, _ := b.liveFiles(t)
+	require.Len(t, data, 1)
+	// The file is exactly the target size: size alone never selects it.
+	target := data[0].FileSizeBytes()
+	b.delete(t, iceberg.LessThan(iceberg.Reference("id"), int64(40)))
+	before := b.rows(t)
+	require.Len(t, before, 60)
+	compact := func(ratio string) TypeReport {
+		t.Helper()
+		content := fmt.Sprintf(`{"minDataFileMse": 0, "minDeleteFileNumber": 1, "rewriteOptions": {"min-input-files": 1, "target-file-size-bytes": %d%s}}`, target, ratio)
+		rep := b.run(t, Step{Type: Compaction, Policy: policyJSON(content)})
+		b.requireRows(t, before)
+		return rep.Types[0]
+	}
+	for _, off := range []string{`, "delete-ratio-threshold": 0`, `, "delete-ratio-threshold": 0.5`} {
+		tr := compact(off)
+		require.Equal(t, Skipped, tr.Outcome, "%s: 40 %% deleted, the rule off or below it: %s", off, tr.Reason)
+		require.Contains(t, tr.Reason, "no file group qualifies")
+	}
+	tr := compact("")
+	require.Equal(t, Done, tr.Outcome, tr.Reason)
+	d := tr.Detail.(*CompactionDetail)
+	require.Equal(t, 1, d.InputFiles, "40 % deleted reaches the default 0.3")
+	require.Equal(t, 1, d.RemovedDeleteFiles, "its deletion vector leaves with it")
+	_, deletes := b.liveFiles(t)
+	require.Empty(t, deletes)
+}

@@ -36,6 +36,8 @@ const (
 	AnyValue    Range = ""
 	Positive    Range = "> 0"
 	NonNegative Range = ">= 0"
+	// Fraction is for number fields: 0 to 1, both included.
+	Fraction Range = "0 to 1"
 )
 
 // check returns what is wrong with v for r, or "".
@@ -170,11 +172,13 @@ var (
 		Doc: "File groups rewritten at once, capped at GOMAXPROCS (a group's writer is CPU bound)."}
 	fDeleteFileThreshold = Field{Name: "rewriteOptions.delete-file-threshold", Kind: KindInteger, Range: Positive, Unset: "iceberg-go's default, 5",
 		Doc: "A data file with at least this many delete files applying to it is rewritten whatever its size."}
+	fDeleteRatioThreshold = Field{Name: "rewriteOptions.delete-ratio-threshold", Kind: KindNumber, Default: "0.3", Range: Fraction,
+		Doc: "A data file whose deletion vector or file-scoped position deletes remove at least this share of its rows is rewritten whatever its size (Spark's option; 0 turns it off). Equality deletes do not count: how many rows they remove is not known from metadata."}
 	fWhere = Field{Name: "rewriteOptions.where", Kind: KindString, Unset: "the whole table",
 		Doc: "Compact only the data files that may hold matching rows: comparisons (= == != <> < <= > >=) of a column with a quoted string, a number or true/false, joined by AND, e.g. `ts >= '2024-01-05T00:00:00+00:00' AND category = 'books'`. Selected files are rewritten whole, so no row is dropped."}
 
 	compactionFields = []Field{fMinDataFileMse, fMinDeleteFileNumber, fDataFileMseWeight, fDeleteFileNumberWeight, fMaxPartitionNum,
-		fTargetFileSize, fMinInputFiles, fPartialProgress, fMaxCommits, fMaxConcurrent, fDeleteFileThreshold, fWhere}
+		fTargetFileSize, fMinInputFiles, fPartialProgress, fMaxCommits, fMaxConcurrent, fDeleteFileThreshold, fDeleteRatioThreshold, fWhere}
 )
 
 // The manifest-rewrite fields.

@@ -38,6 +38,7 @@ type CompactionOptions struct {
 	MaxCommits             int64
 	MaxConcurrent          int64
 	DeleteFileThreshold    int64 // 0: iceberg-go's default (5)
+	DeleteRatioThreshold   float64
 	// Where is the filter as written (checked by ParseWhere); "" for all.
 	Where string
 }
@@ -132,6 +133,7 @@ func ParseCompaction(content json.RawMessage) (CompactionOptions, error) {
 		MaxCommits:             r.int(fMaxCommits),
 		MaxConcurrent:          r.int(fMaxConcurrent),
 		DeleteFileThreshold:    r.int(fDeleteFileThreshold),
+		DeleteRatioThreshold:   r.float(fDeleteRatioThreshold),
 		Where:                  r.where(fWhere),
 	}
 	return p, r.done()
@@ -344,6 +346,10 @@ func (r *reader) float(f Field) float64 {
 	}
 	if v < 0 {
 		r.fail(r.found, "must be >= 0, got %g", v)
+		return 0
+	}
+	if f.Range == Fraction && v > 1 {
+		r.fail(r.found, "must be between 0 and 1, got %g", v)
 		return 0
 	}
 	return v

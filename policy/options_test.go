@@ -28,6 +28,8 @@ func TestValidateOptionsNamesField(t *testing.T) {
 		want    string
 	}{
 		{Compaction, `{"rewriteOptions": {"target-file-size-bytes": -1}}`, "rewriteOptions.target-file-size-bytes: must be positive, got -1"},
+		{Compaction, `{"rewriteOptions": {"delete-ratio-threshold": 1.5}}`, "rewriteOptions.delete-ratio-threshold: must be between 0 and 1, got 1.5"},
+		{Compaction, `{"rewriteOptions": {"delete-ratio-threshold": -0.1}}`, "rewriteOptions.delete-ratio-threshold: must be >= 0, got -0.1"},
 		{Compaction, `{"rewriteOptions": {"target-file-size-bytes": "abc"}}`, "rewriteOptions.target-file-size-bytes: want an integer"},
 		{Compaction, `{"minDataFileMse": -3}`, "minDataFileMse: must be >= 0"},
 		{Compaction, `{"maxPartitionNum": 0}`, "maxPartitionNum: must be positive"},
