@@ -88,9 +88,13 @@ type CompactionDetail struct {
 	// that rewrites that file, or a delete-file rewrite, removes them).
 	// UnreadDeleteFiles names the delete files found dead but kept because
 	// what they name could not be read, with the reason.
-	RemovedDeleteFiles int      `json:"removed_delete_files"`
-	KeptDeleteFiles    int      `json:"kept_delete_files"`
-	UnreadDeleteFiles  []string `json:"unread_delete_files,omitempty"`
+	RemovedDeleteFiles int `json:"removed_delete_files"`
+	// DanglingDeleteFiles counts those of RemovedDeleteFiles that applied
+	// to no live data file before the commit either
+	// (remove-dangling-deletes).
+	DanglingDeleteFiles int      `json:"dangling_delete_files"`
+	KeptDeleteFiles     int      `json:"kept_delete_files"`
+	UnreadDeleteFiles   []string `json:"unread_delete_files,omitempty"`
 	// DeleteCheckUs is how long deciding the delete files' removal and
 	// reading what they name took, in microseconds (the verifier's
 	// comparison itself is in Verified).
@@ -396,7 +400,7 @@ func (s *stepState) commitGroups(ctx context.Context, groups []compaction.Group,
 			added = append(added, gr.NewDataFiles...)
 		}
 		start := time.Now()
-		rm, err := s.planRemovals(ctx, batch)
+		rm, err := s.planRemovals(ctx, batch, p.RemoveDanglingDeletes)
 		detail.DeleteCheckUs += time.Since(start).Microseconds()
 		if err != nil {
 			return err
@@ -447,6 +451,7 @@ func (s *stepState) commitGroups(ctx context.Context, groups []compaction.Group,
 			return err
 		}
 		detail.RemovedDeleteFiles += len(rm.files)
+		detail.DanglingDeleteFiles += len(rm.dangling)
 		detail.KeptDeleteFiles += keptDeletes(tasks, removing)
 		s.committed(tbl)
 		detail.Commits++

@@ -60,6 +60,9 @@ type deleteRemovals struct {
 	kept []string
 	// survivors indexes the data files that stay live after the commit.
 	survivors *survivorIndex
+	// dangling holds (by deleteKey) the removed delete files that applied
+	// to no live data file before the commit either.
+	dangling map[string]bool
 	// canon maps a location to its canonical spelling.
 	canon func(string) string
 }
@@ -89,8 +92,9 @@ type survivorIndex struct {
 	all         int64
 	anyLive     bool
 	// deleteSeq maps a live delete file (deleteKey) to its data sequence
-	// number.
+	// number; deletes holds them in manifest order.
 	deleteSeq map[string]int64
+	deletes   []iceberg.DataFile
 }
 
 // partitionKey spells a (spec id, partition tuple), typed (partval.Key),
@@ -121,6 +125,9 @@ func indexSurvivors(ctx context.Context, fs iceio.IO, snap *table.Snapshot, remo
 	err := eachLiveEntry(ctx, fs, snap, func(e iceberg.ManifestEntry) error {
 		df, seq := e.DataFile(), e.SequenceNum()
 		if df.ContentType() != iceberg.EntryContentData {
+			if _, dup := x.deleteSeq[deleteKey(df)]; !dup {
+				x.deletes = append(x.deletes, df)
+			}
 			x.deleteSeq[deleteKey(df)] = seq
 			return nil
 		}
@@ -165,8 +172,10 @@ func eachLiveEntry(ctx context.Context, fs iceio.IO, snap *table.Snapshot, fn fu
 // planRemovals decides the delete files one commit removes: those of
 // iceberg-go's dead-delete collectors over every data file the commit
 // rewrites (all of its groups together), plus the groups' deletion vectors
-// (one per rewritten data file), each then proved by proveRemovals.
-func (s *stepState) planRemovals(ctx context.Context, results []table.CompactionGroupResult) (*deleteRemovals, error) {
+// (one per rewritten data file), plus, with dangling, every live delete
+// file that already applies to no live data file (survivorIndex.dangling),
+// each then proved by proveRemovals.
+func (s *stepState) planRemovals(ctx context.Context, results []table.CompactionGroupResult, dangling bool) (*deleteRemovals, error) {
 	fs, err := s.tbl.FS(ctx)
 	if err != nil {
 		return nil, err
@@ -219,9 +228,6 @@ func (s *stepState) planRemovals(ctx context.Context, results []table.Compaction
 		return nil, err
 	}
 	candidates := slices.Concat(eq, pos, dvs)
-	if len(candidates) == 0 {
-		return rm, nil
-	}
 	seen := map[string]bool{}
 	var unique []iceberg.DataFile
 	for _, df := range candidates {
@@ -229,6 +235,28 @@ func (s *stepState) planRemovals(ctx context.Context, results []table.Compaction
 			seen[k] = true
 			unique = append(unique, df)
 		}
+	}
+	// Dangling candidates the collectors did not name: those whose targets
+	// are known from metadata are decided (sure); the other position
+	// deletes (maybe) are read like every removal and kept when what they
+	// name is still live.
+	maybe := map[string]bool{}
+	if dangling {
+		rm.dangling = map[string]bool{}
+		sure, unsure := rm.survivors.dangling(s.tbl.Metadata(), removed, canon)
+		for _, df := range slices.Concat(sure, unsure) {
+			if k := deleteKey(df); !seen[k] {
+				seen[k] = true
+				unique = append(unique, df)
+				rm.dangling[k] = true
+			}
+		}
+		for _, df := range unsure {
+			maybe[deleteKey(df)] = true
+		}
+	}
+	if len(unique) == 0 {
+		return rm, nil
 	}
 	// What the position deletes name is read concurrently: on object
 	// storage each read is a few round trips.
@@ -249,6 +277,13 @@ func (s *stepState) planRemovals(ctx context.Context, results []table.Compaction
 		return nil, err
 	}
 	for i, df := range unique {
+		k := deleteKey(df)
+		_, live := rm.survivors.namesLive(named[i], rm.survivors.deleteSeq[k], canon)
+		if maybe[k] && (errs[i] != nil || live) {
+			// Not proved dangling: it stays, as it would without the option.
+			delete(rm.dangling, k)
+			continue
+		}
 		if errs[i] != nil {
 			rm.kept = append(rm.kept, fmt.Sprintf("%s: %v", df.FilePath(), errs[i]))
 			continue
@@ -259,6 +294,77 @@ func (s *stepState) planRemovals(ctx context.Context, results []table.Compaction
 		rm.files = append(rm.files, df)
 	}
 	return rm, nil
+}
+
+// dangling returns the live delete files that may apply to no live data
+// file, whatever the commit rewrites. sure are decided from metadata: a
+// position delete or deletion vector whose one target (referenced_data_file,
+// or equal file_path bounds) is not a live data file (removed earlier by a
+// writer that left its deletes behind, or by this commit), and an equality
+// delete with no live data file of a lower data sequence number in its
+// partition (the table, for an unpartitioned spec). unsure are the other
+// position delete files, which may name several data files: the caller
+// reads what they name (namesLive). Every removal is proved again by
+// checkRemovals.
+func (x *survivorIndex) dangling(meta table.Metadata, removed map[string]bool, canon func(string) string) (sure, unsure []iceberg.DataFile) {
+	for _, df := range x.deletes {
+		seq := x.deleteSeq[deleteKey(df)]
+		if df.ContentType() == iceberg.EntryContentEqDeletes {
+			lowest, any := x.all, x.anyLive
+			spec := meta.PartitionSpecByID(int(df.SpecID()))
+			if spec == nil {
+				continue
+			}
+			if spec.NumFields() > 0 {
+				lowest, any = x.byPartition[partitionKey(df.SpecID(), df.Partition())]
+			}
+			if !any || lowest >= seq {
+				sure = append(sure, df)
+			}
+			continue
+		}
+		target, ok := singleTarget(df)
+		if !ok {
+			unsure = append(unsure, df)
+			continue
+		}
+		if p := canon(target); !removed[p] {
+			if _, live := x.byPath[p]; !live {
+				sure = append(sure, df)
+			}
+		}
+	}
+	return sure, unsure
+}
+
+// namesLive returns the first of paths, what a position delete of data
+// sequence number seq names, that is a data file that stays live and that
+// it applies to (a data sequence number at or below its own), if any.
+func (x *survivorIndex) namesLive(paths []string, seq int64, canon func(string) string) (string, bool) {
+	for _, p := range paths {
+		if live, ok := x.byPath[canon(p)]; ok && live <= seq {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// singleTarget returns the one data file a position delete or deletion
+// vector names, from its metadata alone: its referenced_data_file, else
+// equal file_path bounds.
+func singleTarget(df iceberg.DataFile) (string, bool) {
+	if ref := df.ReferencedDataFile(); ref != nil && *ref != "" {
+		return *ref, true
+	}
+	lo, okL := df.LowerBoundValues()[posDeleteFilePathID]
+	hi, okU := df.UpperBoundValues()[posDeleteFilePathID]
+	if okL && okU && string(lo) == string(hi) {
+		// A truncated string bound pair is never equal (the upper one
+		// has its last character incremented), so equal bounds are the
+		// one value the column holds.
+		return string(lo), true
+	}
+	return "", false
 }
 
 // hasDeleteFiles reports whether S0 had a live delete file. Without one
@@ -284,19 +390,13 @@ func defaultCanon() (func(string) string, error) {
 // its file_path bounds allow, else the distinct values of its file_path
 // column, read from the file.
 func namedPaths(ctx context.Context, fs iceio.IO, df iceberg.DataFile) ([]string, error) {
-	if ref := df.ReferencedDataFile(); ref != nil && *ref != "" {
-		return []string{*ref}, nil
-	}
 	if table.IsDeletionVector(df) {
-		return nil, errors.New("deletion vector without referenced_data_file")
+		if ref := df.ReferencedDataFile(); ref == nil || *ref == "" {
+			return nil, errors.New("deletion vector without referenced_data_file")
+		}
 	}
-	lo, okL := df.LowerBoundValues()[posDeleteFilePathID]
-	hi, okU := df.UpperBoundValues()[posDeleteFilePathID]
-	if okL && okU && string(lo) == string(hi) {
-		// A truncated string bound pair is never equal (the upper one
-		// has its last character incremented), so equal bounds are the
-		// one value the column holds.
-		return []string{string(lo)}, nil
+	if target, ok := singleTarget(df); ok {
+		return []string{target}, nil
 	}
 	if df.FileFormat() != iceberg.ParquetFile {
 		return nil, fmt.Errorf("cannot read the file_path values of a %s position-delete file", df.FileFormat())
@@ -422,11 +522,9 @@ func checkRemovals(meta table.Metadata, rm *deleteRemovals) (DeleteRemovalCheck,
 		if !ok {
 			return c, fmt.Errorf("%w: the commit removes delete file %s, whose data files were not read", errVerify, df.FilePath())
 		}
-		for _, p := range paths {
-			c.NamedPaths++
-			if live, ok := x.byPath[rm.canon(p)]; ok && live <= seq {
-				return c, fmt.Errorf("%w: the commit removes delete file %s, which still names data file %s that stays", errVerify, df.FilePath(), p)
-			}
+		c.NamedPaths += len(paths)
+		if p, ok := x.namesLive(paths, seq, rm.canon); ok {
+			return c, fmt.Errorf("%w: the commit removes delete file %s, which still names data file %s that stays", errVerify, df.FilePath(), p)
 		}
 	}
 	return c, nil

@@ -342,3 +342,53 @@ func TestCompactionDeleteRatioThreshold(t *testing.T) {
 	_, deletes := b.liveFiles(t)
 	require.Empty(t, deletes)
 }
+
+// remove-dangling-deletes (default true): a compaction commit also removes
+// the delete files that apply to no live data file any more, even when it
+// rewrites none of their files: here a position delete (naming its file only
+// in its file_path column; on v3 a deletion vector) whose data file a
+// copy-on-write delete dropped
+// while another data file of its partition stays. false keeps it. The
+// equality delete older than every data file left is dead either way
+// (iceberg-go's collector finds it).
+func TestCompactionRemovesDanglingDeletes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		format, option    string
+		removed, dangling int
+	}{
+		{"2", "", 2, 1}, {"2", `, "remove-dangling-deletes": false`, 1, 0},
+		// On v3 the position deletes are deletion vectors, which name their
+		// data file in the metadata.
+		{"3", "", 2, 1}, {"3", `, "remove-dangling-deletes": false`, 1, 0},
+	} {
+		b := morBundle(t, iceberg.Properties{"format-version": c.format})
+		b.appendIDs(t, 0, 100)
+		_, err := testdata.EqualityDeleteIDs(b.ctx, b.load(t), 7)
+		require.NoError(t, err)
+		b.appendIDs(t, 100, 100)
+		b.delete(t, iceberg.EqualTo(iceberg.Reference("id"), int64(5)))   // a position delete of the first file
+		b.delete(t, iceberg.EqualTo(iceberg.Reference("id"), int64(150))) // one of the second file
+		// Copy-on-write drops the first file whole, leaving its deletes.
+		b.setProps(t, iceberg.Properties{table.WriteDeleteModeKey: table.WriteModeCopyOnWrite})
+		b.delete(t, iceberg.LessThan(iceberg.Reference("id"), int64(100)))
+		b.setProps(t, iceberg.Properties{table.WriteDeleteModeKey: table.WriteModeMergeOnRead})
+		b.appendIDs(t, 300, 50)
+		data, deletes := b.liveFiles(t)
+		require.Len(t, data, 2)
+		require.Len(t, deletes, 3, "both position deletes and the equality delete are live")
+		before := b.rows(t)
+		require.Len(t, before, 99+50)
+
+		// Only the third file is rewritten; the second stays.
+		rep := b.run(t, Step{Type: Compaction, Policy: policyJSON(`{"minDataFileMse": 0, "rewriteOptions": {"min-input-files": 1, "where": "id >= 300"` + c.option + `}}`)})
+		require.Equal(t, Done, rep.Types[0].Outcome, rep.Types[0].Reason)
+		b.requireRows(t, before)
+		d := rep.Types[0].Detail.(*CompactionDetail)
+		require.Equal(t, 1, d.InputFiles)
+		require.Equal(t, c.removed, d.RemovedDeleteFiles, "v%s, option %q", c.format, c.option)
+		require.Equal(t, c.dangling, d.DanglingDeleteFiles, "v%s, option %q", c.format, c.option)
+		_, deletes = b.liveFiles(t)
+		require.Len(t, deletes, 3-c.removed)
+	}
+}

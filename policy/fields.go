@@ -174,11 +174,13 @@ var (
 		Doc: "A data file with at least this many delete files applying to it is rewritten whatever its size."}
 	fDeleteRatioThreshold = Field{Name: "rewriteOptions.delete-ratio-threshold", Kind: KindNumber, Default: "0.3", Range: Fraction,
 		Doc: "A data file whose deletion vector or file-scoped position deletes remove at least this share of its rows is rewritten whatever its size (Spark's option; 0 turns it off). Equality deletes do not count: how many rows they remove is not known from metadata."}
+	fRemoveDangling = Field{Name: "rewriteOptions.remove-dangling-deletes", Kind: KindBoolean, Default: "true",
+		Doc: "A compaction commit also removes every delete file (and deletion vector) that applies to no live data file any more, each proved against the snapshot it commits on. Spark's option, whose default is false; TMS's is true because the removal is checked."}
 	fWhere = Field{Name: "rewriteOptions.where", Kind: KindString, Unset: "the whole table",
 		Doc: "Compact only the data files that may hold matching rows: comparisons (= == != <> < <= > >=) of a column with a quoted string, a number or true/false, joined by AND, e.g. `ts >= '2024-01-05T00:00:00+00:00' AND category = 'books'`. Selected files are rewritten whole, so no row is dropped."}
 
 	compactionFields = []Field{fMinDataFileMse, fMinDeleteFileNumber, fDataFileMseWeight, fDeleteFileNumberWeight, fMaxPartitionNum,
-		fTargetFileSize, fMinInputFiles, fPartialProgress, fMaxCommits, fMaxConcurrent, fDeleteFileThreshold, fDeleteRatioThreshold, fWhere}
+		fTargetFileSize, fMinInputFiles, fPartialProgress, fMaxCommits, fMaxConcurrent, fDeleteFileThreshold, fDeleteRatioThreshold, fRemoveDangling, fWhere}
 )
 
 // The manifest-rewrite fields.

@@ -39,6 +39,7 @@ type CompactionOptions struct {
 	MaxConcurrent          int64
 	DeleteFileThreshold    int64 // 0: iceberg-go's default (5)
 	DeleteRatioThreshold   float64
+	RemoveDanglingDeletes  bool
 	// Where is the filter as written (checked by ParseWhere); "" for all.
 	Where string
 }
@@ -134,6 +135,7 @@ func ParseCompaction(content json.RawMessage) (CompactionOptions, error) {
 		MaxConcurrent:          r.int(fMaxConcurrent),
 		DeleteFileThreshold:    r.int(fDeleteFileThreshold),
 		DeleteRatioThreshold:   r.float(fDeleteRatioThreshold),
+		RemoveDanglingDeletes:  r.bool(fRemoveDangling),
 		Where:                  r.where(fWhere),
 	}
 	return p, r.done()
