@@ -21,6 +21,7 @@ type Type = policy.Type
 // The maintenance types, in chain order.
 const (
 	Compaction      = policy.Compaction
+	DeleteRewrite   = policy.DeleteRewrite
 	ManifestRewrite = policy.ManifestRewrite
 	SnapshotExpiry  = policy.SnapshotExpiry
 	OrphanCleanup   = policy.OrphanCleanup

@@ -1,5 +1,5 @@
 // Package chain owns the maintenance chain of one Iceberg table: the
-// maintenance types (compaction, manifest-rewrite, snapshot-expiry,
+// maintenance types (compaction, delete-rewrite, manifest-rewrite, snapshot-expiry,
 // orphan-cleanup), their fixed order, the decision of each type from its S0
 // metrics and policy content, the work done with iceberg-go, and the safety
 // around every commit: a drift check against S0, the caller's BeforeCommit

@@ -296,6 +296,11 @@ func (r *runner) prepare(st Step) (workFunc, int64, error) {
 		return func(ctx context.Context, s *stepState, log *zap.Logger) (string, error) {
 			return s.compact(ctx, p, log)
 		}, p.TargetFileSize, invalid(err)
+	case DeleteRewrite:
+		p, err := policy.ParseDeleteRewrite(st.Policy)
+		return func(ctx context.Context, s *stepState, log *zap.Logger) (string, error) {
+			return s.rewriteDeletes(ctx, p, log)
+		}, 0, invalid(err)
 	case ManifestRewrite:
 		p, err := policy.ParseManifests(st.Policy)
 		return func(ctx context.Context, s *stepState, log *zap.Logger) (string, error) {

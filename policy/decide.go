@@ -32,6 +32,9 @@ func Decide(t Type, content json.RawMessage, m sampler.Metrics) (Verdict, error)
 	case Compaction:
 		p, err := ParseCompaction(content)
 		return p.Decide(m), err
+	case DeleteRewrite:
+		p, err := ParseDeleteRewrite(content)
+		return p.Decide(m), err
 	case ManifestRewrite:
 		p, err := ParseManifests(content)
 		return p.Decide(m), err
@@ -43,6 +46,22 @@ func Decide(t Type, content json.RawMessage, m sampler.Metrics) (Verdict, error)
 		return p.Decide(m), err
 	}
 	return Verdict{}, fmt.Errorf("%w: unknown maintenance type %q (want one of %s)", ErrInvalid, t, TypeList())
+}
+
+// Decide is delete-rewrite's threshold, from the table's totals: at least
+// minPositionDeleteFileNumber position-delete files that are not deletion
+// vectors, and as many in one partition (max-partition-delete-file-number
+// counts equality deletes too, so the chain decides per partition from the
+// manifests).
+func (p DeleteRewriteOptions) Decide(m sampler.Metrics) Verdict {
+	n := m.PositionDeleteFileNumber - m.DeletionVectorNumber
+	switch {
+	case n < p.MinPositionDeleteFileNumber:
+		return Verdict{Reason: fmt.Sprintf("%d position-delete files (deletion vectors aside) < minPositionDeleteFileNumber %d", n, p.MinPositionDeleteFileNumber)}
+	case m.MaxPartitionDeleteFileNumber > 0 && m.MaxPartitionDeleteFileNumber < p.MinPositionDeleteFileNumber:
+		return Verdict{Reason: fmt.Sprintf("at most %d delete files in one partition < minPositionDeleteFileNumber %d", m.MaxPartitionDeleteFileNumber, p.MinPositionDeleteFileNumber)}
+	}
+	return Verdict{Work: true, Reason: fmt.Sprintf("%d position-delete files ≥ minPositionDeleteFileNumber %d", n, p.MinPositionDeleteFileNumber)}
 }
 
 // Decide is compaction's threshold: data-file-mse at least minDataFileMse,

@@ -183,6 +183,15 @@ var (
 		fTargetFileSize, fMinInputFiles, fPartialProgress, fMaxCommits, fMaxConcurrent, fDeleteFileThreshold, fDeleteRatioThreshold, fRemoveDangling, fWhere}
 )
 
+// The delete-rewrite fields.
+var (
+	fMinPositionDeleteFileNumber = Field{Name: "minPositionDeleteFileNumber", Aliases: []string{"rewriteOptions.min-input-files"}, Kind: KindInteger,
+		Default: itoa(DefaultMinPositionDeleteFileNumber), Range: Positive,
+		Doc: "Merge the position-delete files of a partition when it holds at least this many (Spark's min-input-files; deletion vectors do not count)."}
+
+	deleteRewriteFields = []Field{fMinPositionDeleteFileNumber}
+)
+
 // The manifest-rewrite fields.
 var (
 	fMinManifestNumber = Field{Name: "minManifestNumber", Kind: KindInteger, Default: itoa(DefaultMinManifestNumber), Range: Positive,
@@ -251,6 +260,8 @@ func Fields(t Type) []Field {
 	switch t {
 	case Compaction:
 		own = compactionFields
+	case DeleteRewrite:
+		own = deleteRewriteFields
 	case ManifestRewrite:
 		own = manifestFields
 	case SnapshotExpiry:

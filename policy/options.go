@@ -44,6 +44,23 @@ type CompactionOptions struct {
 	Where string
 }
 
+// DeleteRewriteOptions is the parsed content of a delete-rewrite policy.
+type DeleteRewriteOptions struct {
+	MinPositionDeleteFileNumber int64
+}
+
+// DefaultMinPositionDeleteFileNumber is delete-rewrite's
+// minPositionDeleteFileNumber: Spark's min-input-files of
+// rewrite_position_delete_files.
+const DefaultMinPositionDeleteFileNumber = 5
+
+// ParseDeleteRewrite parses a delete-rewrite content.
+func ParseDeleteRewrite(content json.RawMessage) (DeleteRewriteOptions, error) {
+	r := read(content)
+	p := DeleteRewriteOptions{MinPositionDeleteFileNumber: r.int(fMinPositionDeleteFileNumber)}
+	return p, r.done()
+}
+
 // ManifestOptions is the parsed content of a manifest-rewrite policy.
 type ManifestOptions struct {
 	MinManifestNumber       int64
@@ -106,6 +123,8 @@ func ValidateOptions(t Type, content json.RawMessage) error {
 	switch t {
 	case Compaction:
 		_, err = ParseCompaction(content)
+	case DeleteRewrite:
+		_, err = ParseDeleteRewrite(content)
 	case ManifestRewrite:
 		_, err = ParseManifests(content)
 	case SnapshotExpiry:

@@ -21,6 +21,15 @@ var Examples = map[Type]string{
     "rewriteOptions": {"target-file-size-bytes": "134217728", "min-input-files": "5"}
   }
 }`,
+	DeleteRewrite: `{
+  "name": "merge-deletes-on-commit",
+  "policyType": "system_iceberg_rewrite_position_deletes",
+  "content": {
+    "schedule": {"onCommit": true},
+    "minIntervalMs": 300000,
+    "minPositionDeleteFileNumber": 10
+  }
+}`,
 	ManifestRewrite: `{
   "name": "manifests-hourly",
   "policyType": "system_iceberg_rewrite_manifests",
@@ -68,7 +77,7 @@ func Reference() string {
 	for _, t := range order {
 		w("| `%s` | `%s` | %s |\n", PolicyTypeOf(t), t, triggers(t))
 	}
-	w("\nA job runs the types due for a table in this order (compaction, manifest-rewrite, snapshot-expiry, orphan-cleanup), one job per table at a time.\n\n")
+	w("\nA job runs the types due for a table in this order (%s), one job per table at a time.\n\n", TypeList())
 
 	w("## Values\n\n")
 	w("Integers, numbers and booleans may be written as JSON strings too (`\"5\"`, `\"true\"`), as Gravitino stores `rewriteOptions`. ")
@@ -93,6 +102,7 @@ func Reference() string {
 // typeDoc says when each type works and what it does.
 var typeDoc = map[Type]string{
 	Compaction:      "Rewrites small data files into files of the target size and applies delete files. It works when data-file-mse ≥ minDataFileMse or, with at least one delete file, delete-file-number ≥ minDeleteFileNumber. Rows are never changed: the new files are checked against the replaced ones before the commit.",
+	DeleteRewrite:   "Merges the position-delete files of a partition into one (Spark's rewrite_position_delete_files), for merge-on-read tables whose every DELETE, UPDATE or MERGE adds small delete files that each read must open. It works on a partition holding at least minPositionDeleteFileNumber position-delete files (deletion vectors, one per data file already, are not merged). Entries that no longer apply (their data file is gone, or was written after the delete) are dropped; the new file keeps the highest data sequence number of the files it replaces, so it applies to exactly the rows they did. Before the commit the verifier re-reads the new file and checks that it deletes the same positions of the same live data files.",
 	ManifestRewrite: "Rewrites the current snapshot's manifests into fewer, larger ones. It works when there are at least minManifestNumber manifests averaging below maxAvgManifestSizeBytes, or at least maxManifestNumber at any size.",
 	SnapshotExpiry:  "Expires old snapshots and deletes the files only they referenced. Unset ages and counts fall back to the table's history.expire.* properties. Files are compared by canonical location, as orphan cleanup compares them: a file a retained snapshot references under another spelling (file:/p and file:///p, s3a:// and s3://) is never deleted, and prefix-mismatch-mode says whether the expiry fails or keeps it.",
 	OrphanCleanup:   "Deletes files under the table location that no snapshot references and that are older than older-than. It skips hidden names as Iceberg's DeleteOrphanFiles does, and deletes nothing when a planned orphan looks like a live file.",

@@ -14,6 +14,7 @@ type Type string
 // The maintenance types, in chain order.
 const (
 	Compaction      Type = "compaction"
+	DeleteRewrite   Type = "delete-rewrite"
 	ManifestRewrite Type = "manifest-rewrite"
 	SnapshotExpiry  Type = "snapshot-expiry"
 	OrphanCleanup   Type = "orphan-cleanup"
@@ -21,13 +22,13 @@ const (
 
 // order is the fixed order in which a chain runs its types; orphan cleanup
 // is always last because it must see the files the other types left.
-var order = []Type{Compaction, ManifestRewrite, SnapshotExpiry, OrphanCleanup}
+var order = []Type{Compaction, DeleteRewrite, ManifestRewrite, SnapshotExpiry, OrphanCleanup}
 
 // Types returns every maintenance type in chain order.
 func Types() []Type { return slices.Clone(order) }
 
 // Rank returns t's position in the chain order (compaction 0 … orphan
-// cleanup 3), -1 for an unknown type: sort by it to run types in order.
+// cleanup 4), -1 for an unknown type: sort by it to run types in order.
 func Rank(t Type) int { return slices.Index(order, t) }
 
 // ParseTypes parses a comma-separated list of maintenance types such as
@@ -81,6 +82,7 @@ var gravitinoTypes = []struct {
 	typ  Type
 }{
 	{"system_iceberg_compaction", Compaction},
+	{"system_iceberg_rewrite_position_deletes", DeleteRewrite},
 	{"system_iceberg_rewrite_manifests", ManifestRewrite},
 	{"system_iceberg_snapshot_expiration", SnapshotExpiry},
 	{"system_iceberg_orphan_file_removal", OrphanCleanup},
@@ -102,6 +104,16 @@ func ParsePolicyType(s string) (policyType string, t Type, err error) {
 		valid[i] = fmt.Sprintf("%s (%s)", pt.name, pt.typ)
 	}
 	return "", "", errf("policyType", "unknown policy type %q; want one of %s", s, strings.Join(valid, ", "))
+}
+
+// PolicyTypeList is the Gravitino policy types in chain order,
+// comma-separated, for messages.
+func PolicyTypeList() string {
+	names := make([]string, len(gravitinoTypes))
+	for i, pt := range gravitinoTypes {
+		names[i] = pt.name
+	}
+	return strings.Join(names, ", ")
 }
 
 // PolicyTypeOf returns the Gravitino policy type of maintenance type t, or

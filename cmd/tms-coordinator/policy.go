@@ -47,9 +47,10 @@ commands:
   show     --name N | --effective CATALOG.NAMESPACE.TABLE
 
 Every command takes --db URL (default sqlite://./tms.db, env TMS_DB) and --json.
-TYPE is a Gravitino policy type (system_iceberg_compaction, system_iceberg_rewrite_manifests,
-system_iceberg_snapshot_expiration, system_iceberg_orphan_file_removal) or a maintenance type
-(compaction, manifest-rewrite, snapshot-expiry, orphan-cleanup). The content file holds the
+TYPE is a Gravitino policy type (system_iceberg_compaction, system_iceberg_rewrite_position_deletes,
+system_iceberg_rewrite_manifests, system_iceberg_snapshot_expiration, system_iceberg_orphan_file_removal)
+or a maintenance type (compaction, delete-rewrite, manifest-rewrite, snapshot-expiry, orphan-cleanup).
+The content file holds the
 policy's content object: schedule {onCommit, crontab, timezone}, minIntervalMs, jobOptions,
 rewriteOptions and the type's thresholds.
 `

@@ -113,14 +113,6 @@ func runReplay(ctx context.Context, env cli.Env) error {
 	return err
 }
 
-// policyTypes maps Gravitino policy types to maintenance types.
-var policyTypes = map[string]policy.Type{
-	"system_iceberg_compaction":          policy.Compaction,
-	"system_iceberg_rewrite_manifests":   policy.ManifestRewrite,
-	"system_iceberg_snapshot_expiration": policy.SnapshotExpiry,
-	"system_iceberg_orphan_file_removal": policy.OrphanCleanup,
-}
-
 // policyFile is the shape of a --policy file: a Gravitino policy
 // ({name, comment, policyType, enabled, content}) or the short form
 // {type, content}.
@@ -147,9 +139,9 @@ func replaySteps(types []policy.Type, files []string) ([]runner.StepSpec, error)
 		}
 		t := pf.Type
 		if pf.PolicyType != "" {
-			pt, ok := policyTypes[pf.PolicyType]
+			pt, ok := policy.MaintenanceTypeOf(pf.PolicyType)
 			if !ok {
-				return nil, cli.Usagef("--policy %s: policyType %q is not one of system_iceberg_compaction, system_iceberg_rewrite_manifests, system_iceberg_snapshot_expiration, system_iceberg_orphan_file_removal", path, pf.PolicyType)
+				return nil, cli.Usagef("--policy %s: policyType %q is not one of %s", path, pf.PolicyType, policy.PolicyTypeList())
 			}
 			if t != "" && t != pt {
 				return nil, cli.Usagef("--policy %s: type %q and policyType %q disagree", path, t, pf.PolicyType)
