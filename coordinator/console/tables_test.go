@@ -123,10 +123,10 @@ func TestTablesPage(t *testing.T) {
 		} {
 			require.Contains(t, r.body, want)
 		}
-		for _, typ := range []string{"compaction", "manifest-rewrite", "snapshot-expiry", "orphan-cleanup"} {
+		for _, typ := range []string{"compaction", "delete-rewrite", "manifest-rewrite", "snapshot-expiry", "orphan-cleanup"} {
 			require.Contains(t, r.body, `<th class="type">`+typ+`</th>`)
 		}
-		require.Equal(t, 3+3+4+4, strings.Count(r.body, `<td class="type">–</td>`), "types that never ran: broken 3, light 4, clean 3, fresh 4")
+		require.Equal(t, 1+4+4+5+5, strings.Count(r.body, `<td class="type">–</td>`), "types that never ran: heavy 1 (delete-rewrite), broken 4, light 5, clean 4, fresh 5")
 		require.NotContains(t, r.body, "Next page")
 		require.NotContains(t, r.body, "Previous page")
 
