@@ -108,6 +108,11 @@ func (s *stepState) rewriteDeletes(ctx context.Context, p policy.DeleteRewriteOp
 		return "", skip{v.Reason}
 	}
 	trigger := v.Reason
+	if s.tbl.Metadata().Version() >= 3 {
+		// A v3 writer must not add position-delete files: the merge of a v3
+		// table's leftover v2 files would have to write deletion vectors.
+		return "", skip{fmt.Sprintf("%s, but the table is format v%d, where deletes are merged into deletion vectors, which delete-rewrite does not write yet", trigger, s.tbl.Metadata().Version())}
+	}
 	fs, err := s.tbl.FS(ctx)
 	if err != nil {
 		return "", err

@@ -96,3 +96,24 @@ func TestDeleteRewriteLeavesDeletionVectors(t *testing.T) {
 	require.Equal(t, Skipped, rep.Types[0].Outcome, rep.Types[0].Reason)
 	require.Contains(t, rep.Types[0].Reason, "deletion vectors aside")
 }
+
+// A table upgraded to v3 keeps its v2 position-delete files; a v3 writer
+// must not add new ones, so delete-rewrite leaves them (it would have to
+// write deletion vectors) and says so.
+func TestDeleteRewriteSkipsUpgradedV3(t *testing.T) {
+	t.Parallel()
+	b := morBundle(t, nil)
+	b.appendIDs(t, 0, 100)
+	for id := range int64(5) {
+		b.delete(t, iceberg.EqualTo(iceberg.Reference("id"), id*10))
+	}
+	txn := b.load(t).NewTransaction()
+	require.NoError(t, txn.UpgradeFormatVersion(3))
+	_, err := txn.Commit(b.ctx)
+	require.NoError(t, err)
+	before := b.rows(t)
+	rep := b.run(t, Step{Type: DeleteRewrite, Policy: policyJSON(`{"minPositionDeleteFileNumber": 2}`)})
+	require.Equal(t, Skipped, rep.Types[0].Outcome, rep.Types[0].Reason)
+	require.Contains(t, rep.Types[0].Reason, "format v3")
+	b.requireRows(t, before)
+}
