@@ -278,8 +278,7 @@ func (s *stepState) planRemovals(ctx context.Context, results []table.Compaction
 	}
 	for i, df := range unique {
 		k := deleteKey(df)
-		_, live := rm.survivors.namesLive(named[i], rm.survivors.deleteSeq[k], canon)
-		if maybe[k] && (errs[i] != nil || live) {
+		if maybe[k] && (errs[i] != nil || rm.namesLive(named[i], k)) {
 			// Not proved dangling: it stays, as it would without the option.
 			delete(rm.dangling, k)
 			continue
@@ -310,15 +309,7 @@ func (x *survivorIndex) dangling(meta table.Metadata, removed map[string]bool, c
 	for _, df := range x.deletes {
 		seq := x.deleteSeq[deleteKey(df)]
 		if df.ContentType() == iceberg.EntryContentEqDeletes {
-			lowest, any := x.all, x.anyLive
-			spec := meta.PartitionSpecByID(int(df.SpecID()))
-			if spec == nil {
-				continue
-			}
-			if spec.NumFields() > 0 {
-				lowest, any = x.byPartition[partitionKey(df.SpecID(), df.Partition())]
-			}
-			if !any || lowest >= seq {
+			if lowest, any, _, ok := x.eqSurvivor(meta, df); ok && (!any || lowest >= seq) {
 				sure = append(sure, df)
 			}
 			continue
@@ -335,6 +326,29 @@ func (x *survivorIndex) dangling(meta table.Metadata, removed map[string]bool, c
 		}
 	}
 	return sure, unsure
+}
+
+// namesLive reports whether paths, what the delete file k names, hold a
+// data file that stays and that it applies to.
+func (rm *deleteRemovals) namesLive(paths []string, k string) bool {
+	_, live := rm.survivors.namesLive(paths, rm.survivors.deleteSeq[k], rm.canon)
+	return live
+}
+
+// eqSurvivor returns the lowest data sequence number of a surviving data
+// file that equality delete df may apply to (any: there is one), and where
+// those files are: its partition, or the table for an unpartitioned spec.
+// ok is false when df's spec is not in meta.
+func (x *survivorIndex) eqSurvivor(meta table.Metadata, df iceberg.DataFile) (lowest int64, any bool, where string, ok bool) {
+	spec := meta.PartitionSpecByID(int(df.SpecID()))
+	switch {
+	case spec == nil:
+		return 0, false, "", false
+	case spec.NumFields() > 0:
+		lowest, any = x.byPartition[partitionKey(df.SpecID(), df.Partition())]
+		return lowest, any, "its partition", true
+	}
+	return x.all, x.anyLive, "the table", true
 }
 
 // namesLive returns the first of paths, what a position delete of data
@@ -504,12 +518,8 @@ func checkRemovals(meta table.Metadata, rm *deleteRemovals) (DeleteRemovalCheck,
 		}
 		c.Removed++
 		if df.ContentType() == iceberg.EntryContentEqDeletes {
-			lowest, any := x.all, x.anyLive
-			where := "the table"
-			if spec := meta.PartitionSpecByID(int(df.SpecID())); spec != nil && spec.NumFields() > 0 {
-				lowest, any = x.byPartition[partitionKey(df.SpecID(), df.Partition())]
-				where = "its partition"
-			} else if spec == nil {
+			lowest, any, where, ok := x.eqSurvivor(meta, df)
+			if !ok {
 				return c, fmt.Errorf("%w: equality delete file %s has partition spec %d, not in the table metadata", errVerify, df.FilePath(), df.SpecID())
 			}
 			if any && lowest < seq {
