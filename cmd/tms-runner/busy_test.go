@@ -53,6 +53,7 @@ var busyPolicies = map[string]string{
 // compactions landed, and no file is left that the table does not
 // reference.
 func TestBusyTableChain(t *testing.T) {
+	runnerBinary(t) // skips under -short
 	t.Parallel()
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
@@ -416,6 +417,7 @@ func strayFiles(t *testing.T, tbl *table.Table) []string {
 // (both as the chain left them), and the writer's commits that lost to a
 // maintenance commit. Run once (-benchtime 1x).
 func BenchmarkBusyTableSoak(b *testing.B) {
+	runnerBinary(b) // skips under -short
 	soak := 3 * time.Minute
 	if v := os.Getenv("TMS_SOAK"); v != "" {
 		d, err := time.ParseDuration(v)

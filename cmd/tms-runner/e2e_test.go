@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/iceberg-go/table"
@@ -20,13 +21,42 @@ import (
 	"github.com/tms-dev/tms/store/testdb"
 )
 
-// runnerBin is the tms-runner binary TestMain builds, so the end-to-end
-// tests exercise the real process: flags, environment, exit codes.
-var runnerBin string
+// The end-to-end tests exercise the real process (flags, environment, exit
+// codes): runnerBinary builds bin/tms-runner once per test binary, on first
+// use. Under -short (make check, the no-service loop) they skip: building
+// and running the binary is most of this package's time; make test runs
+// them.
+var (
+	binOnce   sync.Once
+	binPath   string
+	binErr    error
+	binTmpDir string
+)
 
-// TestMain builds bin/tms-runner once into a temp folder and fails the
-// package at once when PostgreSQL does not answer (job mode runs against
-// both backends; those tests never skip).
+func runnerBinary(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the built tms-runner binary; make test runs it")
+	}
+	binOnce.Do(func() {
+		binTmpDir, binErr = os.MkdirTemp("", "tms-runner-e2e-")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binTmpDir, "tms-runner")
+		build := exec.Command("go", "build", "-o", binPath, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("build tms-runner: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, binErr)
+	return binPath
+}
+
+// TestMain fails the package at once when PostgreSQL does not answer (job
+// mode runs against both backends; those tests never skip), and removes the
+// built binary after the tests.
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
 }
@@ -36,20 +66,11 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		return 1
 	}
-	dir, err := os.MkdirTemp("", "tms-runner-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "FAIL:", err)
-		return 1
+	code := m.Run()
+	if binTmpDir != "" {
+		_ = os.RemoveAll(binTmpDir)
 	}
-	defer os.RemoveAll(dir)
-	runnerBin = filepath.Join(dir, "tms-runner")
-	build := exec.Command("go", "build", "-o", runnerBin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "FAIL: build tms-runner: %v\n%s", err, out)
-		return 1
-	}
-	return m.Run()
+	return code
 }
 
 // result is what one run of the binary did.
@@ -61,7 +82,7 @@ type result struct {
 // execRunner runs the built binary with args and extra environment.
 func execRunner(t testing.TB, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), runnerBin, args...)
+	cmd := exec.CommandContext(t.Context(), runnerBinary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -37,6 +37,7 @@ import (
 // testdata.BuildForeignOn). The secret appears in no argv, output or
 // ledger.
 func TestForeignLayoutsOnS3(t *testing.T) {
+	runnerBinary(t) // skips under -short
 	t.Parallel()
 	s := seaweedtest.Start(t)
 	public, secretEnv := s.CatalogArgs(), s.SecretEnv()

@@ -33,6 +33,7 @@ func catalogArgs(f testdata.ForeignTable) []string {
 // identity-partition values the files do not store, and `replay` compacts
 // the table without changing a row.
 func TestReplayMigratedLayout(t *testing.T) {
+	runnerBinary(t) // skips under -short
 	t.Parallel()
 	f := testdata.BuildForeignT(t, "foreign.migrated")
 	_, tbl, err := f.LoadTable(t.Context())
@@ -64,6 +65,7 @@ func TestReplayMigratedLayout(t *testing.T) {
 // type and the ledger row say why (naming the file), and nothing is
 // committed.
 func TestReplayRefusesUnfaithfulTable(t *testing.T) {
+	runnerBinary(t) // skips under -short
 	t.Parallel()
 	f := testdata.BuildForeignT(t, "foreign.name-mapped")
 	_, tbl, err := f.LoadTable(t.Context())
@@ -107,6 +109,7 @@ func TestReplayRefusesUnfaithfulTable(t *testing.T) {
 // the next run of the table deletes exactly the rest of the plan, and
 // nothing else.
 func TestExpiryKilledWhileDeletingIsFinished(t *testing.T) {
+	runnerBinary(t) // skips under -short
 	t.Parallel()
 	const name = "tms.many_snapshots"
 	dir := testdata.BuildT(t, name)
@@ -117,7 +120,7 @@ func TestExpiryKilledWhileDeletingIsFinished(t *testing.T) {
 	ledger := "sqlite://" + filepath.Join(t.TempDir(), "replay.db")
 	args := []string{"replay", "--warehouse-dir", dir, "--table", name, "--types", "snapshot-expiry", "--policy", pfile, "--ledger", ledger}
 
-	cmd := exec.CommandContext(t.Context(), runnerBin, args...)
+	cmd := exec.CommandContext(t.Context(), runnerBinary(t), args...)
 	cmd.Env = append(os.Environ(), "TMS_FAILPOINT=pause-after-deletes:5")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)

@@ -33,6 +33,7 @@ type replayJSON struct {
 // fewer, same rows), then the human table on the compacted table. Every
 // replay leaves a closed manual row in the replay ledger.
 func TestReplay(t *testing.T) {
+	runnerBinary(t) // skips under -short
 	t.Parallel()
 	const name = "tms.small_files"
 	// A 20-file variant of the recipe: the same shape at a tenth of the

@@ -39,6 +39,7 @@ func fullSteps() []map[string]any {
 // snapshots and per-type outcomes, metrics exist at S0 and S1, and the table
 // holds exactly the same rows in fewer files.
 func TestRunJob(t *testing.T) {
+	runnerBinary(t) // skips under -short
 	t.Parallel()
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
@@ -96,6 +97,7 @@ func TestRunJob(t *testing.T) {
 // already closed by the reconciler — and checks that it exits 4, leaves the
 // table alone and writes nothing to the row.
 func TestRunFencedOut(t *testing.T) {
+	runnerBinary(t) // skips under -short
 	t.Parallel()
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
@@ -147,6 +149,7 @@ func TestRunFencedOut(t *testing.T) {
 // alone; and that a secret in a bad spec never reaches stderr or the error
 // column.
 func TestRunBadInput(t *testing.T) {
+	runnerBinary(t) // skips under -short
 	t.Parallel()
 	const name = "tms.orphans"
 	dir := testdata.BuildT(t, name)
@@ -247,6 +250,7 @@ func TestRunBadInput(t *testing.T) {
 
 // TestRunUsage covers flag errors and unknown jobs: exit 2, nothing written.
 func TestRunUsage(t *testing.T) {
+	runnerBinary(t) // skips under -short
 	t.Parallel()
 	l := newLedger(t, backends[1].url(t))
 	for _, tc := range []struct {

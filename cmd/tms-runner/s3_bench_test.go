@@ -29,6 +29,7 @@ import (
 // files/s, process start and catalog load included. Issue 14's bound is
 // 300 MB for both.
 func BenchmarkS3RunnerPeakRSS(b *testing.B) {
+	bin := runnerBinary(b)
 	s := seaweedtest.Start(b)
 	ctx := context.Background()
 	cat := s.Catalog(b)
@@ -69,7 +70,7 @@ func BenchmarkS3RunnerPeakRSS(b *testing.B) {
 		// this (large) benchmark process would include the parent's pages
 		// it shared until exec.
 		rss := filepath.Join(b.TempDir(), "rss")
-		cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%M", "-o", rss, runnerBin, "replay",
+		cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%M", "-o", rss, bin, "replay",
 			"--table", catalogs.IdentString(sd.ident), "--types", "compaction", "--ledger", ledger, "--json"}, args...)...)
 		cmd.Env = append(os.Environ(), env...)
 		start := time.Now()

@@ -39,6 +39,7 @@ import (
 // after the chain; orphan cleanup deletes exactly the orphans made old
 // through SeaweedFS's filer; and the secret appears in no argv, output or ledger.
 func TestReplayOnS3RESTCatalog(t *testing.T) {
+	runnerBinary(t) // skips under -short
 	t.Parallel()
 	s := seaweedtest.Start(t)
 	ctx := t.Context()
@@ -201,6 +202,7 @@ func checksumOfJSON(t *testing.T, sc *iceberg.Schema, rows []string) checksum.Re
 // (SeaweedFS does not check the SigV4 signing name, so a signing-name
 // mismatch cannot be tested against it.)
 func TestReplayOnS3BadInput(t *testing.T) {
+	runnerBinary(t) // skips under -short
 	t.Parallel()
 	s := seaweedtest.Start(t)
 	ident, _ := seaweedtest.CreateTable(t, s.Catalog(t), "events", testdata.Schema())
@@ -257,6 +259,7 @@ func TestReplayOnS3BadInput(t *testing.T) {
 // --catalog-props-file lets it read the table; a wrong credential fails
 // naming the catalog.
 func TestReplayOnS3OAuth2(t *testing.T) {
+	runnerBinary(t) // skips under -short
 	t.Parallel()
 	s := seaweedtest.Start(t)
 	ctx := t.Context()
