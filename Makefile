@@ -62,7 +62,7 @@ $(WEED_TOUCH): tools/seaweedfs/go.mod tools/seaweedfs/go.sum tools/seaweedfs/wee
 check: ## The edit loop, no service needed: go vet, gofmt, and the unit tests under -short (those that need PostgreSQL, SeaweedFS or Chromium skip; make test runs them).
 	$(GO) vet ./... ./testdata/
 	@out=$$(gofmt -l $$(git ls-files '*.go')) && if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) test -short -count=1 -timeout 5m ./... ./testdata/
+	$(GO) test -short -vet=off -count=1 -timeout 5m ./... ./testdata/
 
 test: dbcheck $(WEED) $(WEED_TOUCH) ## Run every test with the race detector (needs PostgreSQL, see README; builds SeaweedFS once).
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 12m ./... ./testdata/
