@@ -151,9 +151,12 @@ func pgUpsertTask(ctx context.Context, db pgDB, t NewTask, now time.Time) (bool,
 			-- Due now: the kind's name. Due later, and this upsert set the
 			-- time (a new row or an earlier time): name@unix-ms, so every
 			-- node looks for it then; a burst coalescing into a row that
-			-- is due earlier announces nothing more.
+			-- is due earlier announces nothing more. The millisecond is
+			-- rounded up: a node woken at a time rounded down (the row
+			-- is stored to the microsecond) could look before the row is
+			-- due, find nothing, and wait a whole poll interval.
 			SELECT pg_notify(`+pgTaskChannel+`, CASE WHEN execution_time <= $6 THEN $1
-				ELSE $1 || '@' || floor(extract(epoch FROM execution_time) * 1000)::bigint::text END)
+				ELSE $1 || '@' || ceil(extract(epoch FROM execution_time) * 1000)::bigint::text END)
 			FROM up WHERE NOT picked AND (execution_time <= $6 OR execution_time = $4)
 		)
 		SELECT created, (SELECT count(*) FROM n) FROM up`,

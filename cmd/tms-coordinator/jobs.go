@@ -360,6 +360,7 @@ func jobsShow(ctx context.Context, env cli.Env) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  METRIC\tBEFORE\tAFTER")
 		for _, k := range []string{"data-file-number", "small-file-number", "data-file-mse", "delete-file-number", "total-file-size",
+			"position-delete-record-count", "equality-delete-record-count", "deletion-vector-number", "delete-ratio",
 			"manifest-number", "snapshot-number"} {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\n", k, metric(valueOf(d.MetricsBefore), k), metric(valueOf(d.MetricsAfter), k))
 		}

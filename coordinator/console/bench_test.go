@@ -203,7 +203,7 @@ var (
 //   - tables-sorted: every page of /ui?limit=100&benchSortedQuery, sorted
 //     by a metric and filtered by name and last job, following Next;
 //   - table-10k: the page of the table with 10,000 samples and 500 jobs
-//     (each marked on six plots), 20 times;
+//     (each marked on seven plots), 20 times;
 //   - table-100: the page of a table with 100 samples and one job, 50 times.
 //
 // Each reports p50/p99/max ms and the page size. One untimed request warms

@@ -18,14 +18,14 @@ import (
 // from the metrics rows read by a small scanner.
 
 // nCharts is how many metrics the table page charts.
-const nCharts = 6
+const nCharts = 7
 
 // chartLabels title the table page's charts, in chartSample.values order
 // (chartSample's JSON tags are the sampler's keys); chartNouns name the
 // same metrics in a job marker's title.
 var (
-	chartLabels = [nCharts]string{"Files (data and delete)", "Small files", "Data-file MSE (bytes²)", "Delete files", "Manifests", "Snapshots"}
-	chartNouns  = [nCharts]string{"files", "small files", "data-file MSE", "delete files", "manifests", "snapshots"}
+	chartLabels = [nCharts]string{"Files (data and delete)", "Small files", "Data-file MSE (bytes²)", "Delete files", "Manifests", "Snapshots", "Delete debt (deleted rows / rows)"}
+	chartNouns  = [nCharts]string{"files", "small files", "data-file MSE", "delete files", "manifests", "snapshots", "delete ratio"}
 )
 
 // Chart geometry, in SVG user units.
@@ -91,10 +91,11 @@ type chartSample struct {
 	Deletes   *float64 `json:"delete-file-number"`
 	Manifests *float64 `json:"manifest-number"`
 	Snapshots *float64 `json:"snapshot-number"`
+	Ratio     *float64 `json:"delete-ratio"`
 }
 
 func (c chartSample) values() [nCharts]*float64 {
-	return [nCharts]*float64{c.Files, c.Small, c.MSE, c.Deletes, c.Manifests, c.Snapshots}
+	return [nCharts]*float64{c.Files, c.Small, c.MSE, c.Deletes, c.Manifests, c.Snapshots, c.Ratio}
 }
 
 // sampleOf reads a metrics row's chart values, keeping the numbers in dst.
@@ -143,6 +144,8 @@ func scanSample(b []byte, dst *[nCharts]float64) (v [nCharts]*float64, ok bool) 
 			k = 4
 		case "snapshot-number":
 			k = 5
+		case "delete-ratio":
+			k = 6
 		}
 		if i = skipSpace(b, j+1); i == len(b) || b[i] != ':' {
 			return v, false

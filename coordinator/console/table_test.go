@@ -21,10 +21,10 @@ func TestTablePage(t *testing.T) {
 	f := setup(t, store.BackendSQLite, nil)
 	tbl, empty := f.table("orders"), f.table("empty")
 	rows := []string{
-		`{"file-number": 10, "small-file-number": 8, "delete-file-number": 2, "manifest-number": 4, "snapshot-number": 3}`,
-		`{"file-number": 12, "small-file-number": 9, "delete-file-number": 2, "manifest-number": 5, "snapshot-number": 4}`,
+		`{"file-number": 10, "small-file-number": 8, "delete-file-number": 2, "manifest-number": 4, "snapshot-number": 3, "delete-ratio": 0.25}`,
+		`{"file-number": 12, "small-file-number": 9, "delete-file-number": 2, "manifest-number": 5, "snapshot-number": 4, "delete-ratio": 0.5}`,
 		`{"file-number": 3}`, // other keys absent: no point there
-		`{"file-number": 4, "small-file-number": 0, "delete-file-number": 0, "manifest-number": 1, "snapshot-number": 1}`,
+		`{"file-number": 4, "small-file-number": 0, "delete-file-number": 0, "manifest-number": 1, "snapshot-number": 1, "delete-ratio": 0}`,
 	}
 	for i, v := range rows {
 		require.NoError(t, f.st.UpsertSnapshotMetrics(context.Background(), store.SnapshotMetrics{TableID: tbl.ID, PolicyID: 1,
@@ -40,9 +40,10 @@ func TestTablePage(t *testing.T) {
 	r := f.do(http.MethodGet, tablePage(tbl), ck, nil)
 	require.Equal(t, http.StatusOK, r.code, r.body)
 	require.Equal(t, len(rows), strings.Count(r.body, `<circle class="sample"`))
-	require.Equal(t, 5, strings.Count(r.body, `<polyline class="line"`))
-	require.Equal(t, 4+3*4, strings.Count(r.body, `<circle class="point"`))
+	require.Equal(t, 6, strings.Count(r.body, `<polyline class="line"`))
+	require.Equal(t, 4+3*5, strings.Count(r.body, `<circle class="point"`))
 	for _, want := range []string{"Files (data and delete)", "Small files", "Delete files", "Manifests", "Snapshots",
+		"Delete debt (deleted rows / rows)", ": 0.5 (snapshot 101)</title>",
 		"2030-06-01 12:00", "2030-06-01 15:00", ">12</text>", // y axis max of file-number
 		`points="60,`, "snapshot 103, policy 1",
 		fmt.Sprintf(`<a href="/ui/jobs/%d">%d</a>`, live.ID, live.ID), ">ext-77<", ">local<", ">103<", "it broke", ">commit<"} {
@@ -153,8 +154,8 @@ func TestTablePageMarksJobs(t *testing.T) {
 		require.NotContains(t, r.body, "<script>x")
 		marked := []store.Job{done, failed, unknown, live}
 		charts := svgs(t, r.body)
-		require.Len(t, charts, 7, "the timeline and six charts")
-		require.Equal(t, 7*len(marked), strings.Count(r.body, `class="job`))
+		require.Len(t, charts, 8, "the timeline and seven charts")
+		require.Equal(t, 8*len(marked), strings.Count(r.body, `class="job`))
 		for ci, svg := range charts {
 			rects := jobRect.FindAllStringSubmatch(svg, -1)
 			require.Len(t, rects, len(marked), "chart %d: one marker per job in the range", ci)
@@ -212,7 +213,7 @@ func TestTablePageMarksJobs(t *testing.T) {
 		later := f.ran(tbl.ID, types, at(6, 0), at(6, 30), store.StatusSucceeded, 105, 106, "")
 		r = f.do(http.MethodGet, tablePage(tbl), ck, nil)
 		require.Equal(t, http.StatusOK, r.code, r.body)
-		require.Equal(t, 7*len(marked), strings.Count(r.body, `class="job`))
+		require.Equal(t, 8*len(marked), strings.Count(r.body, `class="job`))
 		require.NotContains(t, r.body, fmt.Sprintf("job %d (", later.ID))
 		charts = svgs(t, r.body)
 		require.Equal(t, fmt.Sprintf("job %d (compaction, manifest-rewrite) succeeded: snapshot 104 → 105; files 50 → 7", live.ID), title(1, 3))
@@ -248,7 +249,7 @@ func TestTablePageMarksNewestJobs(t *testing.T) {
 
 	r := f.do(http.MethodGet, tablePage(tbl), ck, nil)
 	require.Equal(t, http.StatusOK, r.code, r.body)
-	require.Equal(t, 7*console.JobMarks, strings.Count(r.body, `class="job`))
+	require.Equal(t, 8*console.JobMarks, strings.Count(r.body, `class="job`)) // the timeline and seven charts
 	oldest := jobs[2] // the newest JobMarks are jobs[2:]
 	require.Contains(t, r.body, fmt.Sprintf("<title>job %d (compaction) succeeded; ", oldest.ID))
 	require.NotContains(t, r.body, fmt.Sprintf("<title>job %d (", jobs[1].ID))
@@ -266,7 +267,7 @@ func TestTablePageReadsSamples(t *testing.T) {
 		tbl := f.table("odd")
 		rows := []string{
 			`{"meta": {"note": "}\"{", "list": [1, {"file-number": 99}]}, "file-number": 5, "small-file-number": null,
-			  "delete-file-number": "7", "manifest-number": 2e1, "snapshot-number": -0.5}`,
+			  "delete-file-number": "7", "manifest-number": 2e1, "snapshot-number": -0.5, "delete-ratio": 1e-1}`,
 			`{"file\u002dnumber": 9, "small-file-number": 1.25}`,
 			`{"file-number": 3, "file-number": 4}`,
 		}
@@ -277,7 +278,7 @@ func TestTablePageReadsSamples(t *testing.T) {
 		r := f.do(http.MethodGet, tablePage(tbl), f.login(readToken), nil)
 		require.Equal(t, http.StatusOK, r.code, r.body)
 		charts := svgs(t, r.body)
-		require.Len(t, charts, 7)
+		require.Len(t, charts, 8)
 		point := func(h int, v string, snap int) string {
 			return fmt.Sprintf("<title>%s: %s (snapshot %d)</title>", now.Add(time.Duration(h)*time.Hour).Format(time.RFC3339), v, snap)
 		}
@@ -288,6 +289,7 @@ func TestTablePageReadsSamples(t *testing.T) {
 			nil,                   // delete files: a string is absent
 			{point(0, "20", 1)},
 			{point(0, "-0.5", 1)},
+			{point(0, "0.1", 1)}, // delete debt
 		} {
 			require.Equal(t, len(want), strings.Count(charts[i+1], `<circle class="point"`), chartName(i))
 			for _, w := range want {
@@ -298,5 +300,5 @@ func TestTablePageReadsSamples(t *testing.T) {
 }
 
 func chartName(i int) string {
-	return []string{"files", "small files", "data-file MSE", "delete files", "manifests", "snapshots"}[i]
+	return []string{"files", "small files", "data-file MSE", "delete files", "manifests", "snapshots", "delete ratio"}[i]
 }
