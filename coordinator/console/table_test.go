@@ -250,7 +250,7 @@ func TestTablePageMarksNewestJobs(t *testing.T) {
 	r := f.do(http.MethodGet, tablePage(tbl), ck, nil)
 	require.Equal(t, http.StatusOK, r.code, r.body)
 	require.Equal(t, 8*console.JobMarks, strings.Count(r.body, `class="job`)) // the timeline and seven charts
-	oldest := jobs[2] // the newest JobMarks are jobs[2:]
+	oldest := jobs[2]                                                         // the newest JobMarks are jobs[2:]
 	require.Contains(t, r.body, fmt.Sprintf("<title>job %d (compaction) succeeded; ", oldest.ID))
 	require.NotContains(t, r.body, fmt.Sprintf("<title>job %d (", jobs[1].ID))
 	require.Contains(t, r.body, fmt.Sprintf("Only the newest %d jobs are marked, back to job %d (created ", console.JobMarks, oldest.ID))
