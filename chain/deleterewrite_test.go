@@ -59,10 +59,7 @@ func TestDeleteRewriteMergesPositionDeletes(t *testing.T) {
 func TestDeleteRewriteCommitsThroughConcurrentAppend(t *testing.T) {
 	t.Parallel()
 	b := morBundle(t, nil)
-	b.appendIDs(t, 0, 100)
-	for id := range int64(5) {
-		b.delete(t, iceberg.EqualTo(iceberg.Reference("id"), id*10))
-	}
+	b.appendAndDelete5(t)
 	var once sync.Once
 	var intended []string
 	b.opts.Hooks.BeforeCommit = func(context.Context, Type) error {
@@ -88,10 +85,7 @@ func TestDeleteRewriteCommitsThroughConcurrentAppend(t *testing.T) {
 func TestDeleteRewriteLeavesDeletionVectors(t *testing.T) {
 	t.Parallel()
 	b := morBundle(t, iceberg.Properties{"format-version": "3"})
-	b.appendIDs(t, 0, 100)
-	for id := range int64(5) {
-		b.delete(t, iceberg.EqualTo(iceberg.Reference("id"), id*10))
-	}
+	b.appendAndDelete5(t)
 	rep := b.run(t, Step{Type: DeleteRewrite, Policy: policyJSON(`{"minPositionDeleteFileNumber": 1}`)})
 	require.Equal(t, Skipped, rep.Types[0].Outcome, rep.Types[0].Reason)
 	require.Contains(t, rep.Types[0].Reason, "deletion vectors aside")
@@ -103,10 +97,7 @@ func TestDeleteRewriteLeavesDeletionVectors(t *testing.T) {
 func TestDeleteRewriteSkipsUpgradedV3(t *testing.T) {
 	t.Parallel()
 	b := morBundle(t, nil)
-	b.appendIDs(t, 0, 100)
-	for id := range int64(5) {
-		b.delete(t, iceberg.EqualTo(iceberg.Reference("id"), id*10))
-	}
+	b.appendAndDelete5(t)
 	txn := b.load(t).NewTransaction()
 	require.NoError(t, txn.UpgradeFormatVersion(3))
 	_, err := txn.Commit(b.ctx)
@@ -116,4 +107,14 @@ func TestDeleteRewriteSkipsUpgradedV3(t *testing.T) {
 	require.Equal(t, Skipped, rep.Types[0].Outcome, rep.Types[0].Reason)
 	require.Contains(t, rep.Types[0].Reason, "format v3")
 	b.requireRows(t, before)
+}
+
+// appendAndDelete5 appends ids 0..99 as one data file and deletes ids 0,
+// 10, …, 40 in five merge-on-read commits.
+func (b bundle) appendAndDelete5(t *testing.T) {
+	t.Helper()
+	b.appendIDs(t, 0, 100)
+	for id := range int64(5) {
+		b.delete(t, iceberg.EqualTo(iceberg.Reference("id"), id*10))
+	}
 }

@@ -24,7 +24,7 @@ import (
 // and GET /v1/policies show the attachment made earlier to a catalog that
 // no node has.
 func TestAttachmentsCheckedAgainstNodeCatalogs(t *testing.T) {
-	binaries(t) // skips under -short
+	testkit.NeedsService(t, builtBinaries)
 	t.Parallel()
 	db := testdb.SQLiteURL(t)
 	dir := t.TempDir()

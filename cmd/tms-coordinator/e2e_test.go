@@ -35,15 +35,16 @@ var (
 	binErr  error
 )
 
+// builtBinaries is what an end-to-end test needs: under -short (make
+// check) it skips through testkit.NeedsService, because building the
+// binaries is most of this package's time there; make test runs it.
+const builtBinaries = "the built tms-coordinator and tms-runner binaries"
+
 // binaries builds both commands once per test binary (without the race
 // detector: they are the system under test, run as processes).
-// Under -short (make check) a test that needs them skips: building them is
-// most of this package's time there; make test runs it.
 func binaries(t *testing.T) (coordinator, runner string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs the built binaries; make test runs it")
-	}
+	testkit.NeedsService(t, builtBinaries)
 	binOnce.Do(func() {
 		binDir, binErr = os.MkdirTemp("", "tms-e2e-bin-")
 		if binErr != nil {

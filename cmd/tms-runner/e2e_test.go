@@ -17,15 +17,16 @@ import (
 
 	"github.com/tms-dev/tms/catalogs"
 	"github.com/tms-dev/tms/checksum"
+	"github.com/tms-dev/tms/internal/testkit"
 	"github.com/tms-dev/tms/store"
 	"github.com/tms-dev/tms/store/testdb"
 )
 
 // The end-to-end tests exercise the real process (flags, environment, exit
 // codes): runnerBinary builds bin/tms-runner once per test binary, on first
-// use. Under -short (make check, the no-service loop) they skip: building
-// and running the binary is most of this package's time; make test runs
-// them.
+// use. Under -short (make check, the no-service loop) they skip through
+// testkit.NeedsService: building and running the binary is most of this
+// package's time; make test runs them.
 var (
 	binOnce   sync.Once
 	binPath   string
@@ -35,9 +36,7 @@ var (
 
 func runnerBinary(t testing.TB) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs the built tms-runner binary; make test runs it")
-	}
+	testkit.NeedsService(t, "the built tms-runner binary")
 	binOnce.Do(func() {
 		binTmpDir, binErr = os.MkdirTemp("", "tms-runner-e2e-")
 		if binErr != nil {
