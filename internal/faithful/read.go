@@ -59,13 +59,20 @@ func Read(ctx context.Context, tbl *table.Table, plan *Plan, opts ...table.ScanO
 				return
 			}
 		}
+		// Groups that differ only in their fills share one recast table:
+		// readingFixed copies the whole metadata through JSON.
+		fixed := map[string]*table.Table{}
 		for _, g := range groups {
 			rt := tbl
 			if len(g.recast) > 0 {
-				var err error
-				if rt, err = readingFixed(tbl, plan.schema, g.recast); err != nil {
-					yield(nil, err)
-					return
+				k := recastKey(g.recast)
+				if rt = fixed[k]; rt == nil {
+					var err error
+					if rt, err = readingFixed(tbl, plan.schema, g.recast); err != nil {
+						yield(nil, err)
+						return
+					}
+					fixed[k] = rt
 				}
 			}
 			keep := keptColumns(plan.schema, g.fills)
