@@ -65,7 +65,7 @@ check: ## The edit loop, no service needed: go vet, gofmt, and the unit tests un
 	$(GO) test -short -vet=off -count=1 -timeout 5m ./... ./testdata/
 
 test: dbcheck $(WEED) $(WEED_TOUCH) ## Run every test with the race detector (needs PostgreSQL, see README; builds SeaweedFS once).
-	@# -timeout is each package's hang guard, not its budget: under CI's load chain's -race run took 689 s of a clean-clone 27 min .ci/run.
+	@# -timeout is each package's hang guard, not its budget: on a loaded machine chain's -race run alone can take more than 12 min.
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./... ./testdata/
 
 HISTORY_SEEDS ?= 2000
