@@ -39,12 +39,21 @@ const (
 	smallRows  = smallFiles * 1_000
 )
 
+// manySnapshots is the number of appends (each one snapshot and one
+// manifest) of the tms.many_snapshots variant these tests build: a third of
+// the recipe's 120, for the same reason. The tests that need manifest
+// rewrite to work pass a minManifestNumber below it.
+const manySnapshots = 40
+
 // setup builds recipe into a fresh directory and opens its catalog.
 func setup(t *testing.T, recipe string) bundle {
 	t.Helper()
 	dir := testdata.BuildAdjustedT(t, func(r *testdata.Recipe) {
-		if r.Name == "tms.small_files" {
+		switch r.Name {
+		case "tms.small_files":
 			r.Appends = smallFiles
+		case "tms.many_snapshots":
+			r.Appends = manySnapshots
 		}
 	}, recipe)
 	cat, err := catalogs.OpenLocal(t.Context(), dir, false)

@@ -3,6 +3,7 @@ package chain
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"testing"
 
@@ -17,12 +18,12 @@ func TestManifestRewriteManySnapshots(t *testing.T) {
 	before := b.sum(t)
 	n, err := manifestCount(b.load(t))
 	require.NoError(t, err)
-	require.Equal(t, 120, n)
-	rep := b.run(t, Step{Type: ManifestRewrite})
+	require.Equal(t, manySnapshots, n)
+	rep := b.run(t, Step{Type: ManifestRewrite, Policy: policyJSON(`{"minManifestNumber": 30}`)})
 	tr := rep.Types[0]
 	require.Equal(t, Done, tr.Outcome, tr.Reason)
-	require.Contains(t, tr.Reason, "manifest-number 120 ≥ minManifestNumber 100")
-	require.EqualValues(t, 120, tr.MetricsBefore.ManifestNumber)
+	require.Contains(t, tr.Reason, fmt.Sprintf("manifest-number %d ≥ minManifestNumber 30", manySnapshots))
+	require.EqualValues(t, manySnapshots, tr.MetricsBefore.ManifestNumber)
 	require.LessOrEqual(t, tr.MetricsAfter.ManifestNumber, int64(2))
 	require.Equal(t, before, b.sum(t))
 	require.Empty(t, b.strayFiles(t))
@@ -44,14 +45,14 @@ func TestSnapshotExpiryRemovesSnapshotsAndFiles(t *testing.T) {
 	// Snapshot 10 back from HEAD is protected: retain-last 5 must grow to 11.
 	anc := ancestors(tbl.Metadata(), tbl.CurrentSnapshot().SnapshotID)
 	protected := anc[10]
-	expiredManifestList := tbl.Metadata().SnapshotByID(anc[50]).ManifestList
+	expiredManifestList := tbl.Metadata().SnapshotByID(anc[30]).ManifestList
 	require.True(t, fileExists(expiredManifestList))
 	b.opts.Hooks.ProtectedSnapshots = func(context.Context) ([]int64, error) { return []int64{protected}, nil }
 	rep := b.run(t, Step{Type: SnapshotExpiry, Policy: policyJSON(`{"rewriteOptions": {"older-than": "0s", "retain-last": "5"}}`)})
 	tr := rep.Types[0]
 	require.Equal(t, Done, tr.Outcome, tr.Reason)
 	require.Contains(t, tr.Reason, "retain-last 11")
-	require.EqualValues(t, 120, tr.MetricsBefore.SnapshotNumber)
+	require.EqualValues(t, manySnapshots, tr.MetricsBefore.SnapshotNumber)
 	require.EqualValues(t, 11, tr.MetricsAfter.SnapshotNumber)
 	after := b.load(t)
 	require.NotNil(t, after.Metadata().SnapshotByID(protected))
@@ -208,7 +209,7 @@ func TestDryRunChainChangesNothing(t *testing.T) {
 	tbl := b.load(t)
 	files := diskFiles(t, tbl)
 	b.opts.DryRun = true
-	rep := b.run(t, Step{Type: Compaction}, Step{Type: ManifestRewrite},
+	rep := b.run(t, Step{Type: Compaction}, Step{Type: ManifestRewrite, Policy: policyJSON(`{"minManifestNumber": 30}`)},
 		Step{Type: SnapshotExpiry, Policy: policyJSON(`{"retain-last": 2, "older-than": "0s"}`)}, Step{Type: OrphanCleanup})
 	require.Equal(t, []Outcome{Skipped, Skipped, Skipped, Skipped}, outcomes(rep))
 	for _, tr := range rep.Types[:3] {
